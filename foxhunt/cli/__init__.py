@@ -1,0 +1,1 @@
+"""The ``foxhunt`` command line (click). Entry point: :func:`foxhunt.cli.main.main`."""

@@ -1,0 +1,46 @@
+"""Options and helpers shared by several commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from foxhunt.config import FoxhuntConfig, load_config
+from foxhunt.plugins import FrozenRegistries, PluginHost
+
+__all__ = ["config_options", "resolve_config", "frozen_host", "echo_json"]
+
+
+def config_options(function):
+    """``--config FILE`` and repeatable ``--set KEY=VALUE``."""
+    function = click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override one config key, e.g. --set learner.lr=3e-4 (value read as TOML; repeatable).",
+    )(function)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="TOML config file (defaults apply to every key it leaves out).",
+    )(function)
+
+
+def resolve_config(config_path: Path | None, overrides: tuple[str, ...]) -> FoxhuntConfig:
+    return load_config(config_path, overrides)
+
+
+def frozen_host(config: FoxhuntConfig | None = None) -> tuple[PluginHost, FrozenRegistries]:
+    """Discover, declare and freeze with the config's plugin selection (raises on any plugin problem)."""
+    selection = (config or FoxhuntConfig()).plugins
+    host = PluginHost(selection).discover().declare()
+    return host, host.freeze()
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))

@@ -1,0 +1,71 @@
+"""``foxhunt``: the command group, global flags and error rendering."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from foxhunt import __version__
+from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
+from foxhunt.cli.logs import configure_logging
+from foxhunt.errors import FoxhuntError
+from foxhunt.plugins import PluginHost
+
+__all__ = ["cli", "main"]
+
+
+def _print_version(verbose: bool) -> None:
+    click.echo(f"foxhunt {__version__}")
+    if not verbose:
+        return
+    host = PluginHost().discover()
+    for info in host.plugins.values():
+        click.echo(f"  {info.name:<20} {info.distribution} {info.version:<10} {info.status:<8} {info.location}")
+    for problem in host.problems:
+        click.echo(f"  warning: {problem}", err=True)
+
+
+class FoxhuntGroup(click.Group):
+    """Renders foxhunt errors as one paragraph; ``--debug`` re-raises for the traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except FoxhuntError as error:
+            if ctx.meta.get("foxhunt.debug"):
+                raise
+            click.secho(f"error: {error}", fg="red", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=FoxhuntGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", "show_version", is_flag=True, help="Print the version and exit (with -v: every plugin too).")
+@click.option("-v", "--verbose", is_flag=True, help="More detail (with --version: plugins, distributions, locations).")
+@click.option("--debug", is_flag=True, help="Debug logs, and full tracebacks instead of one-paragraph errors.")
+@click.option("--json-logs/--console-logs", default=None, help="Log format (default: console on a terminal, JSON otherwise).")
+@click.pass_context
+def cli(ctx: click.Context, show_version: bool, verbose: bool, debug: bool, json_logs: bool | None) -> None:
+    """foxhunt trains distributional RL trading agents on market data.
+
+    Start with `foxhunt train` (bundled EUR/USD hourly data, a few minutes on a
+    laptop CPU). See what is loaded with `foxhunt plugins list` and
+    `foxhunt layout show`. Every command has --help.
+    """
+    ctx.meta["foxhunt.debug"] = debug
+    configure_logging(debug=debug, json_logs=json_logs)
+    if show_version:
+        _print_version(verbose)
+        ctx.exit(0)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+cli.add_command(plugins_group)
+cli.add_command(layout_group)
+cli.add_command(registry_group)
+cli.add_command(config_group)
+
+
+def main() -> None:
+    cli(prog_name="foxhunt")

@@ -1,0 +1,65 @@
+"""The root configuration: one frozen attrs class per section, composed here.
+
+Each section's class lives beside the code it configures; this module only
+composes them and resolves a run's config from defaults, a TOML file and
+``--set`` overrides (in that order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import tomli_w
+
+from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
+from foxhunt.plugins import PluginSelection
+
+__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "dump_config"]
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@attrs.frozen
+class RunConfig:
+    """``[run]``: where and how a run happens."""
+
+    seed: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    device: str = attrs.field(default="auto", validator=attrs.validators.in_(DEVICES))
+
+
+@attrs.frozen
+class FoxhuntConfig:
+    """Every section of a foxhunt config file."""
+
+    run: RunConfig = RunConfig()
+    plugins: PluginSelection = PluginSelection()
+
+
+def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> FoxhuntConfig:
+    """Defaults, then ``path`` (if given), then ``--set`` overrides; errors name their source."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        data = load_toml(Path(path))
+        source = str(path)
+        structure(data, FoxhuntConfig, source=source)
+    overrides = list(overrides)
+    if overrides:
+        data = apply_overrides(data, overrides)
+        source = f"{source} + --set {' '.join(overrides)}" if path is not None else f"--set {' '.join(overrides)}"
+    return structure(data, FoxhuntConfig, source=source)
+
+
+def dump_config(config: FoxhuntConfig) -> str:
+    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds)."""
+    return tomli_w.dumps(_drop_none(unstructure(config)))
+
+
+def _drop_none(data: Any) -> Any:
+    # TOML has no null: an unset optional key is simply absent, which loads back as its default.
+    if isinstance(data, dict):
+        return {k: _drop_none(v) for k, v in data.items() if v is not None}
+    return data

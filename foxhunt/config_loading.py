@@ -1,0 +1,116 @@
+"""Turn TOML files and ``--set`` overrides into frozen attrs configs, with errors people can act on.
+
+Every config is an attrs frozen class structured by one cattrs converter that
+forbids extra keys. Structuring errors are flattened into one
+:class:`~foxhunt.errors.ConfigError` whose lines name the file (or ``--set``),
+the key path and the reason, keeping attrs validator messages intact.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+
+from foxhunt.errors import ConfigError
+
+__all__ = ["converter", "structure", "unstructure", "load_toml", "apply_overrides", "parse_override"]
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(forbid_extra_keys=True)
+_NAMED_MESSAGE = re.compile(r"^'(\w+)' ")
+
+
+def _reasons(error: BaseException, path: str) -> Iterable[tuple[str, str]]:
+    """Yield ``(key path, reason)`` for every leaf error inside a cattrs exception group."""
+    if isinstance(error, ClassValidationError):
+        with_notes, without_notes = error.group_exceptions()
+        for sub, note in with_notes:
+            yield from _reasons(sub, f"{path}.{note.name}" if path else note.name)
+        for sub in without_notes:
+            yield from _reasons(sub, path)
+    elif isinstance(error, IterableValidationError):
+        with_notes, without_notes = error.group_exceptions()
+        for sub, note in with_notes:
+            yield from _reasons(sub, f"{path}[{note.index!r}]")
+        for sub in without_notes:
+            yield from _reasons(sub, path)
+    elif isinstance(error, ForbiddenExtraKeysError):
+        for key in sorted(error.extra_fields):
+            yield (f"{path}.{key}" if path else key, "unknown key (check the spelling; `foxhunt config show` lists every key)")
+    elif isinstance(error, (ValueError, TypeError)) and len(error.args) >= 2 and isinstance(error.args[1], attrs.Attribute):
+        # attrs' own validators raise ValueError(message, attribute, validator, value).
+        attribute = error.args[1]
+        yield (f"{path}.{attribute.name}" if path else attribute.name, str(error.args[0]))
+    elif isinstance(error, ValueError) and (named := _NAMED_MESSAGE.match(str(error))):
+        # attrs' number validators name the attribute only in the message: "'seed' must be >= 0: -1".
+        yield (f"{path}.{named.group(1)}" if path else named.group(1), str(error))
+    elif isinstance(error, KeyError):
+        yield (path, f"missing required key {error.args[0]!r}")
+    else:
+        yield (path or "(top level)", str(error) or type(error).__name__)
+
+
+def structure(data: Mapping[str, Any], cls: type[T], *, source: str = "config") -> T:
+    """Build ``cls`` from plain data, raising one :class:`ConfigError` listing every problem."""
+    try:
+        return converter.structure(dict(data), cls)
+    except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError, ValueError, TypeError) as error:
+        lines = [f"{source}: {path}: {reason}" for path, reason in _reasons(error, "")]
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {line}" for line in lines)) from None
+
+
+def unstructure(config: Any) -> dict[str, Any]:
+    """Plain dict of a config (tuples become lists; ready for TOML)."""
+    return converter.unstructure(config)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML file; syntax errors name the file, line and column."""
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"learner.lr=3e-4"`` -> ``(["learner", "lr"], 0.0003)``; the value is read as TOML, else as a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part.strip() for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE with a dotted key, e.g. --set learner.lr=3e-4")
+    try:
+        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return [part.strip() for part in key.split(".")], value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Apply ``--set`` overrides to nested plain data (copying the dicts it changes)."""
+    result = _deep_copy(data)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = result
+        for depth, key in enumerate(keys[:-1]):
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                prefix = ".".join(keys[: depth + 1])
+                raise ConfigError(f"--set {text!r}: {prefix} is a value, not a section")
+            node = child
+        node[keys[-1]] = value
+    return result
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}

@@ -1,0 +1,78 @@
+"""Every hook a foxhunt plugin can implement, in one place.
+
+A plugin is a module (or object) listed in the ``foxhunt.plugins`` entry-point
+group whose functions are marked with :data:`foxhunt.hookimpl` and named after
+the specs below. A function named ``foxhunt_*`` that matches no spec (a typo
+such as ``foxhunt_delcare``) stops the run: pluggy's ``check_pending`` reports it.
+
+Order of calls in a run: ``foxhunt_declare`` once per plugin while the manager
+is *declaring*; then, after freeze, each component hook once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from foxhunt.monitors import AdaptiveMonitor
+    from foxhunt.records import Kernel, LossComponent
+    from foxhunt.registrar import Registrar
+
+__all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
+
+PROJECT_NAME = "foxhunt"
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def foxhunt_declare(registrar: Registrar) -> None:
+    """Claim everything the plugin owns, before the layout is frozen.
+
+    :param registrar: a :class:`foxhunt.registrar.Registrar` bound to this
+        plugin. Use ``registrar.slot(...)`` for ISV slots,
+        ``registrar.state(...)`` for state-reset entries (every slot and every
+        piece of training state needs one) and ``registrar.dims(Table)`` for
+        named-dimension tables.
+
+    Called once per plugin, in the *declaring* phase, each plugin with its own
+    registrar. All results are ignored; problems are collected across plugins
+    and reported together.
+    """
+
+
+@hookspec
+def foxhunt_loss_components(config: Any) -> list[LossComponent]:
+    """Return the loss components this plugin adds to the learner.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :return: a list of :class:`foxhunt.records.LossComponent` (may be empty).
+
+    Called once after freeze. Results from every plugin are concatenated; two
+    components with the same name stop the run.
+    """
+
+
+@hookspec
+def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+    """Return the read-only monitors this plugin adds.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :return: a list of :class:`foxhunt.monitors.AdaptiveMonitor` instances.
+
+    Called once after freeze. Monitors receive read-only ISV views only.
+    """
+
+
+@hookspec
+def foxhunt_kernels(config: Any) -> list[Kernel]:
+    """Return the device kernels this plugin adds (adaptive kernels, the environment's physics).
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :return: a list of :class:`foxhunt.records.Kernel`; each kernel's ``writes``
+        must name ISV slots its own plugin declared.
+
+    Called once after freeze. Two kernels with the same name stop the run.
+    """

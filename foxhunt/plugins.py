@@ -1,0 +1,394 @@
+"""The plugin manager: discovery, validation, declaration, freeze, and the component hooks.
+
+One :class:`PluginHost` per trainer (never a module global). Its lifecycle is
+``discovering -> declaring -> frozen -> running -> closed``; calls out of order
+raise :class:`~foxhunt.errors.LifecycleError`. Loading and declaring are one
+transaction: every problem of every plugin is collected and raised together as
+one :class:`~foxhunt.errors.PluginError` at :meth:`PluginHost.freeze`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import importlib.metadata as metadata
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+import structlog
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from foxhunt import __version__, core_declarations, hookspecs
+from foxhunt.errors import LifecycleError, PluginError, PluginProblem
+from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
+from foxhunt.monitors import AdaptiveMonitor
+from foxhunt.records import Kernel, LossComponent
+from foxhunt.registrar import Declarations, Registrar
+from foxhunt.state import ResetCategory, StateEntry, StateRegistry
+
+__all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "PluginHost", "FrozenRegistries"]
+
+ENTRY_POINT_GROUP = "foxhunt.plugins"
+HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("foxhunt_"))
+log = structlog.get_logger(__name__)
+
+
+class Phase(enum.StrEnum):
+    DISCOVERING = "discovering"
+    DECLARING = "declaring"
+    FROZEN = "frozen"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+def _name_list(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _valid_specifiers(instance: Any, attribute: attrs.Attribute, value: dict[str, str]) -> None:
+    for name, spec in value.items():
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise ValueError(f"plugin {name!r}: {spec!r} is not a version specifier (e.g. '>=0.2,<1')") from None
+
+
+@attrs.frozen
+class PluginSelection:
+    """``[plugins]`` config: which plugins a run uses.
+
+    ``enable`` empty means every discovered plugin; otherwise only those named.
+    ``disable`` removes plugins. ``require`` maps plugin names to version
+    specifiers; a required plugin that is missing or of another version stops the run.
+    """
+
+    enable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
+    disable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
+    require: dict[str, str] = attrs.field(factory=dict, validator=_valid_specifiers)
+
+    def selects(self, name: str) -> bool:
+        if name in self.disable:
+            return False
+        return not self.enable or name in self.enable or name in self.require
+
+
+@attrs.define
+class PluginInfo:
+    """What the host knows about one plugin (shown by ``foxhunt plugins list``)."""
+
+    name: str
+    distribution: str
+    version: str
+    location: str
+    status: str = "discovered"  # loaded | disabled | failed
+    hooks: list[str] = attrs.Factory(list)
+    error: str = ""
+    module: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "location": self.location,
+            "hooks": list(self.hooks),
+            "status": self.status,
+            "error": self.error,
+        }
+
+
+@attrs.frozen
+class FrozenRegistries:
+    """The three composed registries, fixed at freeze."""
+
+    layout: IsvLayout
+    state: StateRegistry
+    dims: dict[str, tuple[str, type]]
+
+
+class PluginHost:
+    """Owns one ``pluggy.PluginManager("foxhunt")`` and walks it through the lifecycle."""
+
+    def __init__(self, selection: PluginSelection | None = None) -> None:
+        self.selection = selection or PluginSelection()
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.phase = Phase.DISCOVERING
+        self.plugins: dict[str, PluginInfo] = {}
+        self.problems: list[PluginProblem] = []
+        self.declarations = Declarations()
+        self.registries: FrozenRegistries | None = None
+
+    # -- lifecycle --------------------------------------------------------
+    def _expect(self, *phases: Phase, action: str) -> None:
+        if self.phase not in phases:
+            wanted = " or ".join(str(p) for p in phases)
+            raise LifecycleError(f"cannot {action} while the plugin host is {self.phase}; it must be {wanted}")
+
+    def _problem(self, info: PluginInfo, message: str) -> None:
+        self.problems.append(PluginProblem(info.name, info.distribution, info.version, message))
+
+    # -- discovery --------------------------------------------------------
+    def discover(self) -> PluginHost:
+        """Load every plugin of the ``foxhunt.plugins`` entry-point group that the selection enables."""
+        self._expect(Phase.DISCOVERING, action="discover plugins")
+        self.add_core()
+        for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+            dist = entry_point.dist
+            info = PluginInfo(
+                name=entry_point.name,
+                distribution=dist.name if dist else "(unknown distribution)",
+                version=dist.version if dist else "0",
+                location=entry_point.value,
+            )
+            if entry_point.name in self.plugins:
+                self._problem(info, f"plugin name {entry_point.name!r} is provided by two entry points")
+                continue
+            self.plugins[info.name] = info
+            if not self.selection.selects(info.name):
+                info.status = "disabled"
+                continue
+            try:
+                module = entry_point.load()
+            except Exception as error:  # any import failure is reported, not raised one by one
+                info.status = "failed"
+                info.error = f"import of {entry_point.value!r} failed: {type(error).__name__}: {error}"
+                self._problem(info, info.error + " (fix the import or disable the plugin)")
+                continue
+            self._register(info, module)
+        self._check_required()
+        return self
+
+    @classmethod
+    def builtin(cls) -> PluginHost:
+        """A host that loads only the plugins shipped in foxhunt's own distribution (for registry snapshots)."""
+        names = [
+            ep.name
+            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+            if ep.dist is not None and ep.dist.name == "foxhunt"
+        ]
+        return cls(PluginSelection(enable=names or (core_declarations.CORE_PLUGIN_NAME,)))
+
+    def add_core(self) -> None:
+        """Register the core's own declarations (plugin ``foxhunt``); ``discover`` does this first."""
+        self.add_plugin(core_declarations, core_declarations.CORE_PLUGIN_NAME, distribution="foxhunt", version=__version__)
+
+    def add_plugin(self, plugin: Any, name: str, *, distribution: str = "(in-process)", version: str = "0") -> None:
+        """Register a plugin object directly (tests, the authoring kit, the core's own declarations)."""
+        self._expect(Phase.DISCOVERING, action="add a plugin")
+        info = PluginInfo(name, distribution, version, getattr(plugin, "__name__", repr(plugin)))
+        if name in self.plugins:
+            self._problem(info, f"plugin name {name!r} is registered twice")
+            return
+        self.plugins[name] = info
+        self._register(info, plugin)
+
+    def _register(self, info: PluginInfo, module: Any) -> None:
+        info.module = module
+        location = inspect.getsourcefile(module) if inspect.ismodule(module) else None
+        if location:
+            info.location = location
+        unknown = self._unknown_hooks(module)
+        for hook_name in unknown:
+            close = difflib.get_close_matches(hook_name, HOOK_NAMES, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known hooks: {', '.join(HOOK_NAMES)}"
+            self._problem(info, f"unknown hook {hook_name!r}: no such hookspec ({hint})")
+        if unknown:
+            info.status = "failed"
+            info.error = f"unknown hook(s): {', '.join(unknown)}"
+            return
+        try:
+            self.pm.register(module, name=info.name)
+        except pluggy.PluginValidationError as error:
+            info.status = "failed"
+            info.error = str(error)
+            self._problem(info, f"hook signature rejected: {error}")
+            return
+        info.status = "loaded"
+        info.hooks = sorted(impl.name for impl in self.pm.get_hookcallers(module) or ())
+
+    def _unknown_hooks(self, module: Any) -> list[str]:
+        """``foxhunt_*`` functions that match no hookspec (what pluggy's check_pending catches)."""
+        unknown = []
+        for attr_name in dir(module):
+            if attr_name.startswith("foxhunt_") and attr_name not in HOOK_NAMES:
+                if callable(getattr(module, attr_name, None)):
+                    unknown.append(attr_name)
+        return unknown
+
+    def _check_required(self) -> None:
+        for name, spec in self.selection.require.items():
+            info = self.plugins.get(name)
+            if info is None:
+                self.problems.append(
+                    PluginProblem(name, "(not installed)", "-", f"required plugin {name!r} ({spec}) is not installed")
+                )
+                continue
+            try:
+                version_ok = Version(info.version) in SpecifierSet(spec)
+            except InvalidVersion:
+                version_ok = False
+            if not version_ok:
+                self._problem(info, f"config requires {name} {spec} but version {info.version} is installed")
+
+    # -- declaring and freezing -------------------------------------------
+    def declare(self) -> PluginHost:
+        """Run every loaded plugin's ``foxhunt_declare`` with its own registrar."""
+        self._expect(Phase.DISCOVERING, action="declare")
+        self.pm.check_pending()
+        self.phase = Phase.DECLARING
+        for impl in self.pm.hook.foxhunt_declare.get_hookimpls():
+            info = self.plugins[impl.plugin_name]
+            registrar = Registrar(info.name, self.declarations)
+            try:
+                impl.function(registrar=registrar)
+            except Exception as error:  # collected with the rest
+                self._problem(info, f"foxhunt_declare raised {type(error).__name__}: {error}")
+        return self
+
+    def freeze(self) -> FrozenRegistries:
+        """Compose the registries, check invariant 1, and raise every problem found so far together."""
+        self._expect(Phase.DECLARING, action="freeze")
+        self.declarations.frozen = True
+        owner_info = {name: info for name, info in self.plugins.items()}
+        for owner, message in self.declarations.problems:
+            self._problem(owner_info[owner], message)
+        slot_owner: dict[str, str] = {}
+        for slot in self.declarations.slots:
+            if slot.name in slot_owner:
+                first = slot_owner[slot.name]
+                self._problem(
+                    owner_info[slot.owner],
+                    f"ISV slot {slot.name!r} is already declared by plugin {first!r}; choose another name",
+                )
+                continue
+            slot_owner[slot.name] = slot.owner
+        entries = self._state_entries(slot_owner, owner_info)
+        if self.problems:
+            raise PluginError(self.problems)
+        unique_slots = {slot.name: slot for slot in self.declarations.slots}
+        layout = IsvLayout.compose(unique_slots.values())
+        self.registries = FrozenRegistries(layout, StateRegistry(entries), dict(self.declarations.dims))
+        self.phase = Phase.FROZEN
+        log.debug("plugins frozen", plugins=len(self.plugins), slots=len(layout.slots), fingerprint=layout.fingerprint_hex)
+        return self.registries
+
+    def _state_entries(self, slot_owner: dict[str, str], owner_info: dict[str, PluginInfo]) -> list[StateEntry]:
+        entries: dict[str, StateEntry] = {}
+        for entry in self.declarations.states:
+            info = owner_info[entry.owner]
+            if entry.name in entries:
+                self._problem(info, f"state entry {entry.name!r} is already declared by {entries[entry.name].owner!r}")
+                continue
+            if entry.name in slot_owner:
+                if slot_owner[entry.name] != entry.owner:
+                    self._problem(info, f"state entry {entry.name!r} resets a slot owned by {slot_owner[entry.name]!r}")
+                    continue
+                entry = attrs.evolve(entry, is_isv_slot=True)
+            elif entry.category in (ResetCategory.FOLD_RESET, ResetCategory.WINDOW_RESET, ResetCategory.SOFT_RESET):
+                if entry.reset is None:
+                    self._problem(
+                        info,
+                        f"state entry {entry.name!r} ({entry.category}) has no reset dispatch; pass reset=callable",
+                    )
+            entries[entry.name] = entry
+        # The fingerprint lanes are fixed by the layout itself: never reset, checked on every load.
+        entries[FINGERPRINT_SLOT] = StateEntry(
+            FINGERPRINT_SLOT, core_declarations.CORE_PLUGIN_NAME, ResetCategory.SCHEMA_CONTRACT,
+            doc="64-bit FNV-1a layout fingerprint (two float32 lanes, bit-exact)", is_isv_slot=True,
+        )
+        for name, owner in slot_owner.items():
+            if name not in entries:
+                self._problem(
+                    owner_info[owner],
+                    f"ISV slot {name!r} has no state-reset entry; add registrar.state({name!r}, '<category>')",
+                )
+        return list(entries.values())
+
+    # -- components -------------------------------------------------------
+    def _collect(self, hook_name: str, record_type: type | None, config: Any) -> list[tuple[str, Any]]:
+        self._expect(Phase.FROZEN, Phase.RUNNING, action=f"call {hook_name}")
+        results: list[tuple[str, Any]] = []
+        problems: list[PluginProblem] = []
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            info = self.plugins[impl.plugin_name]
+            try:
+                returned = impl.function(config=config)
+            except Exception as error:
+                problems.append(PluginProblem(info.name, info.distribution, info.version, f"{hook_name} raised {error!r}"))
+                continue
+            for item in returned or ():
+                if record_type is not None and not isinstance(item, record_type):
+                    problems.append(
+                        PluginProblem(
+                            info.name, info.distribution, info.version,
+                            f"{hook_name} returned {type(item).__name__}, expected {record_type.__name__}",
+                        )
+                    )
+                    continue
+                results.append((info.name, item))
+        seen: dict[str, str] = {}
+        for owner, item in results:
+            if item.name in seen:
+                info = self.plugins[owner]
+                problems.append(
+                    PluginProblem(
+                        info.name, info.distribution, info.version,
+                        f"component name {item.name!r} from {hook_name} is already used by plugin {seen[item.name]!r}",
+                    )
+                )
+            seen.setdefault(item.name, owner)
+        if problems:
+            raise PluginError(problems)
+        return results
+
+    def loss_components(self, config: Any) -> list[LossComponent]:
+        return [item for _, item in self._collect("foxhunt_loss_components", LossComponent, config)]
+
+    def kernels(self, config: Any) -> list[Kernel]:
+        collected = self._collect("foxhunt_kernels", Kernel, config)
+        layout = self.registries.layout
+        problems = []
+        for owner, kernel in collected:
+            for slot_name in kernel.writes:
+                if slot_name not in layout.offsets or layout.slot(slot_name).owner != owner:
+                    info = self.plugins[owner]
+                    problems.append(
+                        PluginProblem(
+                            info.name, info.distribution, info.version,
+                            f"kernel {kernel.name!r} writes ISV slot {slot_name!r}, which plugin {owner!r} did not declare",
+                        )
+                    )
+        if problems:
+            raise PluginError(problems)
+        return [kernel for _, kernel in collected]
+
+    def monitors(self, config: Any) -> list[AdaptiveMonitor]:
+        return [item for _, item in self._collect("foxhunt_monitors", AdaptiveMonitor, config)]
+
+    def component_owners(self, config: Any) -> dict[str, tuple[str, str]]:
+        """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check)."""
+        owners: dict[str, tuple[str, str]] = {}
+        for kind, hook in (("loss", "foxhunt_loss_components"), ("kernel", "foxhunt_kernels"), ("monitor", "foxhunt_monitors")):
+            for owner, item in self._collect(hook, None, config):
+                owners[item.name] = (kind, owner)
+        return owners
+
+    def start(self) -> None:
+        self._expect(Phase.FROZEN, action="start running")
+        self.phase = Phase.RUNNING
+
+    def close(self) -> None:
+        self.phase = Phase.CLOSED
+
+    def versions(self) -> dict[str, dict[str, str]]:
+        """Loaded plugins with distribution and version (recorded in checkpoints)."""
+        return {
+            name: {"distribution": info.distribution, "version": info.version}
+            for name, info in sorted(self.plugins.items())
+            if info.status == "loaded"
+        }

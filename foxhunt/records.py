@@ -1,0 +1,83 @@
+"""Typed records that plugins return from the component hooks.
+
+A record is a frozen attrs class: what a component *is* (name, budget, the
+slots it reads and writes, its audit text) travels with the callable that does
+the work, so the core can validate it before a run starts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = ["LossComponent", "Kernel", "KernelPoint"]
+
+
+def _dotted_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not value or not all(part.isidentifier() for part in value.split(".")):
+        raise ValueError(
+            f"{type(instance).__name__}.{attribute.name} must be a non-empty dotted identifier "
+            f"(letters, digits, '_' and '.'), got {value!r}"
+        )
+
+
+def _budget_fraction(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"loss component {instance.name!r}: budget must be in (0, 1], got {value!r}")
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class LossComponent:
+    """One loss term of the learner, returned by ``foxhunt_loss_components``.
+
+    ``loss(batch)`` receives the learner's :class:`foxhunt.learner.LossInputs`
+    (online and target network outputs for one replay batch, the ISV, atom
+    supports) and returns a scalar tensor. The learner differentiates each
+    component in isolation, clips its gradient to ``budget * max_grad_norm`` and
+    sums the clipped gradients, so budgets over the enabled components must sum
+    to exactly 1 (invariant 9; config ``[learner.budgets]`` may override them).
+    ``per_sample`` (optional) returns the per-sample TD error used for
+    prioritized-replay priorities.
+    """
+
+    name: str = attrs.field(validator=_dotted_name)
+    budget: float = attrs.field(validator=_budget_fraction)
+    loss: Callable[[Any], Any] = attrs.field(validator=attrs.validators.is_callable())
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    per_sample: Callable[[Any], Any] | None = None
+
+
+class KernelPoint(enum.StrEnum):
+    """When the trainer runs a kernel."""
+
+    CONSTRUCT = "construct"  # once, after freeze: static values written into their slots
+    FOLD = "fold"  # at every fold start, after the state-reset dispatch
+    EPOCH = "epoch"  # at every epoch boundary
+    STEP = "step"  # after every learner update
+    ENV_STEP = "env_step"  # the environment's physics: advances every episode by one bar
+
+
+@attrs.frozen
+class Kernel:
+    """A device computation returned by ``foxhunt_kernels``.
+
+    ``run(context)`` launches the kernel on the CPU or the GPU (``context`` is a
+    :class:`foxhunt.kernels.KernelContext`). A kernel may write only the ISV
+    slots it names in ``writes`` and that its own plugin declared; the trainer's
+    ownership check and the adaptive property tests hold it to that.
+    """
+
+    name: str = attrs.field(validator=_dotted_name)
+    point: KernelPoint = attrs.field(converter=KernelPoint)
+    run: Callable[[Any], Any] = attrs.field(validator=attrs.validators.is_callable())
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    writes: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
