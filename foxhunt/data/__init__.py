@@ -1,0 +1,58 @@
+"""Market data: sources, validation, the immutable :class:`MarketData`, named datasets.
+
+Everything a run needs to turn a source string into validated bars::
+
+    market = load("eurusd-1h-2017")                       # bundled
+    market = load("synthetic:planted?bars=5000&seed=1")   # generated
+    market = load("prices.csv", "ES", timezone="America/Chicago")
+"""
+
+from __future__ import annotations
+
+from foxhunt.data.catalog import DEFAULT_DATASET, DatasetInfo, list_datasets, load_bundled
+from foxhunt.data.config import DataConfig
+from foxhunt.data.dbn import load_dbn
+from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
+from foxhunt.data.load import load, load_from_config
+from foxhunt.data.market import BOOK, FLOW, OHLCV, DataReport, Gap, MarketData
+from foxhunt.data.synthetic import (
+    Regime,
+    SyntheticSpec,
+    generate,
+    oracle_positions,
+    oracle_sharpe,
+    parse_spec,
+    planted_sharpe,
+    regime_states,
+)
+from foxhunt.data.tabular import load_csv, load_parquet
+
+__all__ = [
+    "BOOK",
+    "DEFAULT_DATASET",
+    "DataConfig",
+    "DataReport",
+    "DatasetInfo",
+    "FLOW",
+    "Gap",
+    "InstrumentSpec",
+    "MarketData",
+    "OHLCV",
+    "PRESETS",
+    "Regime",
+    "SyntheticSpec",
+    "generate",
+    "list_datasets",
+    "load",
+    "load_bundled",
+    "load_csv",
+    "load_dbn",
+    "load_from_config",
+    "load_parquet",
+    "oracle_positions",
+    "oracle_sharpe",
+    "parse_spec",
+    "planted_sharpe",
+    "preset",
+    "regime_states",
+]

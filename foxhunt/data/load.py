@@ -1,0 +1,68 @@
+"""One entry point from a source string to :class:`MarketData`.
+
+A source is resolved in this order: a ``synthetic:`` spec, a bundled dataset name,
+then a file path whose extension picks the reader (.csv, .csv.gz, .parquet/.pq,
+.dbn, .dbn.zst).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from foxhunt.data.catalog import BUNDLED, load_bundled
+from foxhunt.data.config import DataConfig
+from foxhunt.data.dbn import load_dbn
+from foxhunt.data.instrument import InstrumentSpec
+from foxhunt.data.market import MarketData
+from foxhunt.data.synthetic import PREFIX, generate
+from foxhunt.data.tabular import load_csv, load_parquet
+from foxhunt.errors import DataError
+
+__all__ = ["EXTENSIONS", "load", "load_from_config"]
+
+EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq", ".dbn", ".dbn.zst")
+
+
+def load(
+    source: str,
+    instrument: InstrumentSpec | str | None = None,
+    *,
+    columns: Mapping[str, str | None] | None = None,
+    timezone: str = "UTC",
+    timestamp_format: str | None = None,
+    duplicates: str = "error",
+    bar: str = "1m",
+) -> MarketData:
+    """Load a bundled dataset, a synthetic spec or a file. Keyword options apply to files only
+    (``bar`` to DBN trades and MBP-10; the rest to CSV and Parquet)."""
+    if source.startswith(PREFIX):
+        return generate(source, instrument)
+    if source in BUNDLED:
+        return load_bundled(source, instrument)
+    name = Path(source).name.lower()
+    tabular = {"columns": columns, "timezone": timezone, "timestamp_format": timestamp_format, "instrument": instrument, "duplicates": duplicates}
+    if name.endswith((".csv", ".csv.gz")):
+        return load_csv(source, **tabular)
+    if name.endswith((".parquet", ".pq")):
+        return load_parquet(source, **tabular)
+    if name.endswith((".dbn", ".dbn.zst")):
+        return load_dbn(source, bar=bar, instrument=instrument)
+    raise DataError(
+        f"{source}: not a dataset name, a synthetic spec or a file with a known extension. "
+        f"Datasets: {', '.join(BUNDLED)}; synthetic: '{PREFIX}planted?...' or '{PREFIX}regime?...'; "
+        f"file extensions: {', '.join(EXTENSIONS)}"
+    )
+
+
+def load_from_config(config: DataConfig) -> MarketData:
+    """``load`` with every option taken from a :class:`DataConfig`."""
+    return load(
+        config.source,
+        config.instrument,
+        columns=config.columns or None,
+        timezone=config.timezone,
+        timestamp_format=config.timestamp_format,
+        duplicates=config.duplicates,
+        bar=config.bar,
+    )

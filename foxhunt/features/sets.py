@@ -1,0 +1,81 @@
+"""Named, versioned feature sets: the feature table's column order.
+
+The version is part of the cache key. Bump a built-in set's version when its
+names change; bump :data:`FEATURE_CODE_VERSION` when any formula changes, which
+invalidates every cached matrix at once.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from foxhunt.errors import DataError
+from foxhunt.features.library import parse_feature
+
+__all__ = ["FEATURE_CODE_VERSION", "FeatureSet", "FEATURE_SETS", "feature_set"]
+
+FEATURE_CODE_VERSION = "1"
+
+
+def _valid_names(instance: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not value:
+        raise DataError("a feature set needs at least one feature name")
+    duplicated = sorted({name for name in value if value.count(name) > 1})
+    if duplicated:
+        raise DataError(f"feature set lists {duplicated} more than once; each column name must be unique")
+    for name in value:
+        parse_feature(name)
+
+
+@attrs.frozen
+class FeatureSet:
+    """Ordered feature names (column order of the matrix) and a version for the cache key."""
+
+    name: str
+    version: str
+    names: tuple[str, ...] = attrs.field(converter=tuple, validator=_valid_names)
+
+    def index(self, feature: str) -> int:
+        """Column of ``feature`` in matrices computed from this set."""
+        try:
+            return self.names.index(feature)
+        except ValueError:
+            raise KeyError(f"feature {feature!r} is not in set {self.name!r}: {list(self.names)}") from None
+
+
+_OHLCV_FEATURES = (
+    "ret_1", "ret_4", "ret_16", "ret_64",
+    "rvol_16", "rvol_64",
+    "mom_8", "mom_32",
+    "rsi_14",
+    "macd_12_26", "macdh_12_26_9",
+    "boll_20",
+    "ma_ratio_10_50",
+    "slope_20",
+    "cusum_32",
+    "volz_32",
+    "tod_sin", "tod_cos", "dow_sin", "dow_cos",
+)  # fmt: skip
+
+FEATURE_SETS: dict[str, FeatureSet] = {
+    fs.name: fs
+    for fs in (
+        FeatureSet("default", "1", _OHLCV_FEATURES),
+        FeatureSet("minimal", "1", ("ret_1", "ret_4", "ret_16", "rvol_16", "mom_8", "rsi_14")),
+        FeatureSet(
+            "book",
+            "1",
+            (*_OHLCV_FEATURES, "spread_bps", "book_pressure", "depth_imbalance", "ofi_16", "trade_imbalance_16"),
+        ),
+    )
+}
+
+
+def feature_set(name: str, names: tuple[str, ...] = ()) -> FeatureSet:
+    """A built-in set by name, or (when ``names`` is given) a custom set of those names."""
+    if names:
+        return FeatureSet(name or "custom", f"custom-{FEATURE_CODE_VERSION}", names)
+    try:
+        return FEATURE_SETS[name]
+    except KeyError:
+        raise DataError(f"unknown feature set {name!r}; built-in sets: {', '.join(FEATURE_SETS)}, or list names explicitly") from None

@@ -1,0 +1,87 @@
+"""Purged, embargoed walk-forward folds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from foxhunt.data import load
+from foxhunt.errors import DataError
+from foxhunt.features import Normalizer, compute_features
+from foxhunt.folds import FoldConfig, bars_needed, describe_folds, make_folds
+
+configs = st.builds(
+    FoldConfig,
+    n_folds=st.integers(1, 6),
+    train_bars=st.integers(2, 300),
+    validation_bars=st.integers(2, 100),
+    embargo_bars=st.integers(0, 50),
+    mode=st.sampled_from(["anchored", "rolling"]),
+)
+
+
+@given(config=configs, warmup=st.integers(0, 80), extra=st.integers(0, 500))
+def test_folds_never_validate_on_trained_bars(config, warmup, extra):
+    n_bars = bars_needed(config, warmup) + extra
+    folds = make_folds(n_bars, config, warmup)
+    assert len(folds) == config.n_folds
+    assert folds[-1].validation.stop == n_bars  # the most recent bars are validated on
+    for k, fold in enumerate(folds):
+        assert fold.index == k
+        assert fold.train.start >= warmup
+        assert len(fold.validation) == config.validation_bars
+        assert len(fold.embargo) == config.embargo_bars
+        assert fold.train.stop == fold.embargo.start and fold.embargo.stop == fold.validation.start
+        assert fold.validation.start - fold.train.stop == config.embargo_bars
+        if config.mode == "rolling":
+            assert len(fold.train) == config.train_bars
+        else:
+            assert fold.train.start == warmup and len(fold.train) >= config.train_bars
+        validation = set(fold.validation)
+        for earlier in folds[: k + 1]:  # its own and every earlier training window
+            assert validation.isdisjoint(earlier.train)
+        if k:
+            assert fold.validation.start == folds[k - 1].validation.stop  # walk forward, no overlap
+
+
+def test_too_short_data_says_how_many_bars_are_needed():
+    config = FoldConfig(n_folds=3, train_bars=1000, validation_bars=200, embargo_bars=10)
+    with pytest.raises(DataError, match=r"has 1500 bars but 3 fold\(s\) need at least 1674: warm-up 64"):
+        make_folds(1500, config, warmup=64)
+    assert len(make_folds(1674, config, warmup=64)) == 3
+
+
+def test_config_validators():
+    with pytest.raises(ValueError, match="n_folds must be an integer >= 1"):
+        FoldConfig(n_folds=0)
+    with pytest.raises(ValueError, match="embargo_bars"):
+        FoldConfig(embargo_bars=-1)
+    with pytest.raises(ValueError):
+        FoldConfig(mode="expanding")
+
+
+def test_normalisation_fitted_on_each_fold_training_window_only():
+    market = load("sp500-1d-1999-2018")
+    features = compute_features(market)
+    folds = make_folds(len(market), FoldConfig(n_folds=3, train_bars=1500, validation_bars=400), features.warmup)
+    for fold in folds:
+        normalizer = Normalizer.fit(features, fold.train)
+        train_values = features.values[fold.train_slice].astype(np.float64)
+        np.testing.assert_allclose(normalizer.mean, train_values.mean(axis=0))
+        poisoned = features.values.copy()
+        poisoned[fold.embargo.start :] = 1e6  # embargo and validation (and later) bars
+        assert np.array_equal(Normalizer.fit(poisoned, fold.train).mean, normalizer.mean)
+
+
+def test_describe_folds_rows():
+    market = load("eurusd-1h-2017")
+    folds = make_folds(len(market), FoldConfig(), warmup=64)
+    rows = describe_folds(folds, market.timestamps)
+    assert [r.fold for r in rows] == [0, 1, 2]
+    assert rows[-1].validation_end == "2017-12-29 21:00"
+    assert rows[0].train_bars == 2000 and rows[0].embargo_bars == 24 and rows[0].validation_bars == 500
+    daily = load("sp500-1d-1999-2018")
+    (row,) = describe_folds(make_folds(len(daily), FoldConfig(n_folds=1), 64), daily.timestamps)
+    assert row.validation_end == "2018-12-31"
