@@ -12,7 +12,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin
 
 import attrs
 import cattrs
@@ -26,6 +26,35 @@ T = TypeVar("T")
 
 converter = cattrs.Converter(forbid_extra_keys=True)
 _NAMED_MESSAGE = re.compile(r"^'(\w+)' ")
+
+
+def _strict(expected: str, accepts) -> Any:
+    def hook(value: Any, type_: type) -> Any:
+        if not accepts(value):
+            raise TypeError(f"expected {expected}, got {type(value).__name__} {value!r}")
+        return type_(value)
+
+    return hook
+
+
+# cattrs' defaults call bool()/int()/str() on anything: "false" became True, 1.5 became 1 and
+# "abc" became ('a', 'b', 'c'). A config value of the wrong type is an error, never a cast.
+converter.register_structure_hook(bool, _strict("true or false", lambda v: isinstance(v, bool)))
+converter.register_structure_hook(
+    int, _strict("an integer", lambda v: type(v) is int or (type(v) is float and v.is_integer()))
+)
+converter.register_structure_hook(float, _strict("a number", lambda v: type(v) in (int, float)))
+converter.register_structure_hook(str, _strict("a string", lambda v: isinstance(v, str)))
+_sequences = converter.copy()
+
+
+def _structure_sequence(value: Any, type_: type) -> Any:
+    if isinstance(value, (str, bytes, Mapping)):
+        raise TypeError(f"expected a list, got {type(value).__name__} {value!r}")
+    return _sequences.structure(value, type_)
+
+
+converter.register_structure_hook_func(lambda t: get_origin(t) in (tuple, list, set, frozenset), _structure_sequence)
 
 
 def _reasons(error: BaseException, path: str) -> Iterable[tuple[str, str]]:

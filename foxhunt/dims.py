@@ -9,7 +9,12 @@ order. Members are plain ints, so the same name works everywhere::
         CASH = auto()
 
     state[:, PS.CASH]          # torch / numpy
-    state[i, PS.CASH]          # numba njit and numba.cuda: IntEnum members are compile-time constants
+    state[i, PS.CASH]          # numba njit: IntEnum members are compile-time constants
+
+numba.cuda (numba-cuda on a real GPU) cannot index an array with an IntEnum
+member, so CUDA kernels take ``foxhunt.kernels.device_constants(PS)``: a
+namedtuple of plain ints with the same member names, so kernel source still
+reads ``state[i, PS.CASH]``.
 
 The raw number appears only here, at the definition site (invariant 5). Plugins
 hand their tables to the registrar (``registrar.dims(PS)``) so the tables are

@@ -70,8 +70,9 @@ def _slot_name(instance: Slot, attribute: attrs.Attribute, value: str) -> None:
 
 
 def _positive_width(instance: Slot, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise LayoutError(f"ISV slot {instance.name!r}: width must be a positive int, got {value!r}")
+    # The canonical encoding stores the width as u32; a bool is an int to Python but never a width.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 0xFFFFFFFF:
+        raise LayoutError(f"ISV slot {instance.name!r}: width must be an int in [1, 2**32), got {value!r}")
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from foxhunt import __version__, core_declarations, hookspecs
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
+from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
 from foxhunt.monitors import AdaptiveMonitor
 from foxhunt.records import Kernel, LossComponent
@@ -33,6 +34,7 @@ from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 __all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "PluginHost", "FrozenRegistries"]
 
 ENTRY_POINT_GROUP = "foxhunt.plugins"
+LEARNER_PLUGIN_NAME = "foxhunt.learner"  # the learner's state entries, declared as part of the core
 HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("foxhunt_"))
 log = structlog.get_logger(__name__)
 
@@ -54,7 +56,8 @@ def _valid_specifiers(instance: Any, attribute: attrs.Attribute, value: dict[str
         try:
             SpecifierSet(spec)
         except InvalidSpecifier:
-            raise ValueError(f"plugin {name!r}: {spec!r} is not a version specifier (e.g. '>=0.2,<1')") from None
+            # The attribute travels with the error so config messages name the key path (plugins.require).
+            raise ValueError(f"plugin {name!r}: {spec!r} is not a version specifier (e.g. '>=0.2,<1')", attribute) from None
 
 
 @attrs.frozen
@@ -99,6 +102,11 @@ class PluginInfo:
             "status": self.status,
             "error": self.error,
         }
+
+
+def _call(impl: Any, **arguments: Any) -> Any:
+    """Call a hookimpl directly with the spec arguments it names (pluggy lets an impl take a subset)."""
+    return impl.function(**{name: arguments[name] for name in impl.argnames})
 
 
 @attrs.frozen
@@ -174,8 +182,9 @@ class PluginHost:
         return cls(PluginSelection(enable=names or (core_declarations.CORE_PLUGIN_NAME,)))
 
     def add_core(self) -> None:
-        """Register the core's own declarations (plugin ``foxhunt``); ``discover`` does this first."""
+        """Register the core's own declarations (the trainer's and the learner's); ``discover`` does this first."""
         self.add_plugin(core_declarations, core_declarations.CORE_PLUGIN_NAME, distribution="foxhunt", version=__version__)
+        self.add_plugin(learner_declarations, LEARNER_PLUGIN_NAME, distribution="foxhunt", version=__version__)
 
     def add_plugin(self, plugin: Any, name: str, *, distribution: str = "(in-process)", version: str = "0") -> None:
         """Register a plugin object directly (tests, the authoring kit, the core's own declarations)."""
@@ -189,7 +198,10 @@ class PluginHost:
 
     def _register(self, info: PluginInfo, module: Any) -> None:
         info.module = module
-        location = inspect.getsourcefile(module) if inspect.ismodule(module) else None
+        try:
+            location = inspect.getsourcefile(module) if inspect.ismodule(module) else None
+        except TypeError:  # a module built in memory (types.ModuleType) has no source file
+            location = None
         if location:
             info.location = location
         unknown = self._unknown_hooks(module)
@@ -245,7 +257,7 @@ class PluginHost:
             info = self.plugins[impl.plugin_name]
             registrar = Registrar(info.name, self.declarations)
             try:
-                impl.function(registrar=registrar)
+                _call(impl, registrar=registrar)
             except Exception as error:  # collected with the rest
                 self._problem(info, f"foxhunt_declare raised {type(error).__name__}: {error}")
         return self
@@ -259,6 +271,9 @@ class PluginHost:
             self._problem(owner_info[owner], message)
         slot_owner: dict[str, str] = {}
         for slot in self.declarations.slots:
+            if slot.name == FINGERPRINT_SLOT:
+                self._problem(owner_info[slot.owner], f"ISV slot name {slot.name!r} is reserved for the layout fingerprint")
+                continue
             if slot.name in slot_owner:
                 first = slot_owner[slot.name]
                 self._problem(
@@ -317,7 +332,7 @@ class PluginHost:
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             info = self.plugins[impl.plugin_name]
             try:
-                returned = impl.function(config=config)
+                returned = _call(impl, config=config)
             except Exception as error:
                 problems.append(PluginProblem(info.name, info.distribution, info.version, f"{hook_name} raised {error!r}"))
                 continue

@@ -1,0 +1,42 @@
+"""The vectorised futures environment, its scalar reference, exploration and the backtest.
+
+See ``docs/fill-model.md`` for the physics and ``docs/kernels.md`` for how the
+step kernel runs on the CPU and on CUDA.
+"""
+
+from __future__ import annotations
+
+from foxhunt.env.backtest import BacktestReport, BacktestResult, backtest, backtest_with_baselines, constant_policy
+from foxhunt.env.config import EnvConfig, physics_params
+from foxhunt.env.exploration import BranchExplorer, advantage_noise, boltzmann, epsilon_greedy
+from foxhunt.env.kernel import ENV_RESET, ENV_SIGNALS, ENV_STEP, run_env_reset, run_env_step
+from foxhunt.env.reference import ReferenceEnv
+from foxhunt.env.tables import EP, OHLCV, PS, RNG, PortfolioObs
+from foxhunt.env.vector import VectorEnv, env_keys
+
+__all__ = [
+    "BacktestReport",
+    "BacktestResult",
+    "BranchExplorer",
+    "ENV_RESET",
+    "ENV_SIGNALS",
+    "ENV_STEP",
+    "EP",
+    "EnvConfig",
+    "OHLCV",
+    "PS",
+    "PortfolioObs",
+    "RNG",
+    "ReferenceEnv",
+    "VectorEnv",
+    "advantage_noise",
+    "backtest",
+    "backtest_with_baselines",
+    "boltzmann",
+    "constant_policy",
+    "env_keys",
+    "epsilon_greedy",
+    "physics_params",
+    "run_env_reset",
+    "run_env_step",
+]

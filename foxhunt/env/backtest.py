@@ -1,0 +1,182 @@
+"""Greedy backtest of a policy over a whole window, as one sequential episode with the training physics.
+
+The backtest builds a :class:`VectorEnv` of one environment that starts at the
+window's first bar, never resets, and ends at the window's last bar, so every
+fill, cost and cap is computed by the same kernel as in training. It records
+the portfolio row after each bar on the device and reads it back once.
+
+Metric definitions (``docs/fill-model.md`` has the physics):
+
+- ``net_pnl``: final equity minus initial cash, in money.
+- ``sharpe``: mean / sample standard deviation of per-bar equity returns,
+  times ``sqrt(bars_per_year)`` (``InstrumentSpec.bars_per_year``); 0 when the
+  returns do not vary.
+- ``sortino``: mean per-bar return / downside deviation
+  (``sqrt(mean(min(r, 0)^2))``), times ``sqrt(bars_per_year)``; 0 when the mean
+  is not positive and there is no downside, ``inf`` when it is positive.
+- ``max_drawdown``: largest fall from a running equity peak, as a fraction of
+  that peak (0.25 = 25 %).
+- ``calmar``: annualised return ``(final / initial) ** (bars_per_year / bars) - 1``
+  divided by ``max_drawdown``; 0 without a drawdown.
+- ``turnover``: notional traded (contracts x fill price x multiplier) divided by
+  initial cash.
+- ``trades``: completed round trips; ``hit_rate``: share of them that made money.
+- ``exposure``: share of bars that ended with a position open.
+
+Baselines: *buy-and-hold* holds one contract long, bought with a market order
+at NORMAL urgency on the first bar and held to the end (same costs and margin
+rule); *flat* never trades.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
+from foxhunt.data.instrument import InstrumentSpec
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.tables import PS
+from foxhunt.env.vector import VectorEnv
+
+__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "constant_policy"]
+
+METRIC_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "calmar", "turnover", "trades", "hit_rate", "exposure")
+
+Policy = Callable[[torch.Tensor], Any]
+
+
+@attrs.frozen
+class BacktestResult:
+    """Metrics of one backtest plus its equity curve (``equity[0]`` is the initial cash)."""
+
+    net_pnl: float
+    sharpe: float
+    sortino: float
+    max_drawdown: float
+    calmar: float
+    turnover: float
+    trades: int
+    hit_rate: float
+    exposure: float
+    equity: np.ndarray = attrs.field(eq=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Metrics by name (``METRIC_KEYS``) and the equity curve as a list under ``equity``."""
+        values: dict[str, Any] = {key: getattr(self, key) for key in METRIC_KEYS}
+        values["equity"] = [float(v) for v in self.equity]
+        return values
+
+
+@attrs.frozen
+class BacktestReport:
+    """The policy's backtest beside the buy-and-hold and always-flat baselines."""
+
+    agent: BacktestResult
+    buy_and_hold: BacktestResult
+    flat: BacktestResult
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {"agent": self.agent.to_dict(), "buy_and_hold": self.buy_and_hold.to_dict(), "flat": self.flat.to_dict()}
+
+
+def constant_policy(direction: Direction, magnitude: Magnitude = Magnitude.FULL, device: str = "cpu") -> Policy:
+    """A policy that always sends the same market order (NORMAL urgency)."""
+    action = torch.zeros((1, Branch.size()), dtype=torch.int64, device=device)
+    action[0, Branch.DIRECTION] = direction
+    action[0, Branch.MAGNITUDE] = magnitude
+    action[0, Branch.ORDER_TYPE] = OrderType.MARKET
+    action[0, Branch.URGENCY] = Urgency.NORMAL
+    return lambda obs: action
+
+
+def _annualised_ratio(mean: float, deviation: float, bars_per_year: float) -> float:
+    if deviation > 0:
+        return mean / deviation * math.sqrt(bars_per_year)
+    return math.inf if mean > 0 else 0.0
+
+
+def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year: float) -> BacktestResult:
+    """Metrics from the portfolio rows ``[bars, PS]`` recorded after each step."""
+    equity = np.concatenate([[initial_cash], history[:, PS.EQUITY]]).astype(np.float64)
+    returns = equity[1:] / equity[:-1] - 1.0
+    if len(returns) > 1 and np.std(returns, ddof=1) > 0:
+        sharpe = float(np.mean(returns) / np.std(returns, ddof=1) * math.sqrt(bars_per_year))
+    else:
+        sharpe = 0.0
+    mean = float(np.mean(returns)) if len(returns) else 0.0
+    downside = float(np.sqrt(np.mean(np.minimum(returns, 0.0) ** 2))) if len(returns) else 0.0
+    peaks = np.maximum.accumulate(equity)
+    max_drawdown = float(np.max((peaks - equity) / peaks))
+    bars = len(returns)
+    growth = equity[-1] / equity[0]
+    annual_return = growth ** (bars_per_year / bars) - 1.0 if bars and growth > 0 else -1.0
+    last = history[-1] if len(history) else np.zeros(PS.size())
+    trades = int(last[PS.TRADES])
+    return BacktestResult(
+        net_pnl=float(equity[-1] - equity[0]),
+        sharpe=sharpe,
+        sortino=0.0 if mean == 0 and downside == 0 else _annualised_ratio(mean, downside, bars_per_year),
+        max_drawdown=max_drawdown,
+        calmar=float(annual_return / max_drawdown) if max_drawdown > 0 else 0.0,
+        turnover=float(last[PS.TURNOVER] / initial_cash),
+        trades=trades,
+        hit_rate=float(last[PS.WINS] / trades) if trades else 0.0,
+        exposure=float(np.mean(history[:, PS.POSITION] != 0)) if len(history) else 0.0,
+        equity=equity,
+    )
+
+
+def backtest(
+    policy: Policy,
+    prices: np.ndarray | torch.Tensor,
+    features: np.ndarray | torch.Tensor,
+    instrument: InstrumentSpec,
+    config: EnvConfig,
+    *,
+    window: tuple[int, int] | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float64,
+    health: torch.Tensor | None = None,
+) -> BacktestResult:
+    """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``) greedily over ``window``."""
+    n_bars = len(prices)
+    start, end = (0, n_bars) if window is None else window
+    steps = end - start - 1
+    episode = attrs.evolve(config, n_envs=1, episode_bars=max(steps, 1))
+    env = VectorEnv(
+        prices, features, instrument, episode,
+        window=(start, end), device=device, dtype=dtype, health=health, random_start=False, auto_reset=False,
+    )
+    history = torch.zeros((steps, PS.size()), dtype=dtype, device=env.device)
+    obs = env.reset()
+    for bar in range(steps):
+        actions = torch.as_tensor(policy(obs), device=env.device).reshape(1, Branch.size())
+        obs, _, _ = env.step(actions)
+        history[bar] = env.state[0]
+    return result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year)
+
+
+def backtest_with_baselines(
+    policy: Policy,
+    prices: np.ndarray | torch.Tensor,
+    features: np.ndarray | torch.Tensor,
+    instrument: InstrumentSpec,
+    config: EnvConfig,
+    **options: Any,
+) -> BacktestReport:
+    """:func:`backtest` of ``policy``, of one contract bought and held, and of staying flat."""
+    device = str(options.get("device", "cpu"))
+    one_contract = attrs.evolve(config, max_contracts=1, kelly_min_contracts=1)
+    return BacktestReport(
+        agent=backtest(policy, prices, features, instrument, config, **options),
+        buy_and_hold=backtest(
+            constant_policy(Direction.LONG, device=device), prices, features, instrument, one_contract, **options
+        ),
+        flat=backtest(constant_policy(Direction.FLAT, device=device), prices, features, instrument, config, **options),
+    )

@@ -1,0 +1,142 @@
+"""Exploration per action branch, as torch functions driven by a counter-based generator.
+
+Every draw is ``hash3(key, counter, lane)`` (see :mod:`foxhunt.kernels.rng`):
+``key`` is fixed per branch and purpose, ``lane`` is the element index, and
+``counter`` is a one-element int64 device tensor that :class:`BranchExplorer`
+advances in place after each call. Nothing is read back to the host, no Python
+number changes between steps, and a captured CUDA graph draws new numbers at
+every replay. ``epsilon``, ``temperature`` and ``sigma`` may be Python floats
+(constants) or device tensors (0-d, or ``[Branch]`` for one value per branch,
+e.g. a view of the ISV).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from foxhunt.actions import Branch, branch_sizes
+from foxhunt.kernels.rng import MASK32, hash3, mix32, uniform01
+
+__all__ = [
+    "counter_uniform",
+    "counter_normal",
+    "epsilon_greedy",
+    "boltzmann",
+    "advantage_noise",
+    "BranchExplorer",
+]
+
+# Draw purposes: each gets its own key, so the streams never overlap.
+_EPSILON_GREEDY, _BOLTZMANN, _NOISE = range(3)
+_PURPOSES = (_EPSILON_GREEDY, _BOLTZMANN, _NOISE)
+
+
+def counter_uniform(key: int, counter: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
+    """Uniform float32 in [0, 1), one per lane, for this value of ``counter``."""
+    return uniform01(hash3(key, counter, lanes)).to(torch.float32)
+
+
+def counter_normal(key: int, counter: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
+    """Standard normal float32, one per lane (Box-Muller over lanes 2l and 2l+1)."""
+    u1 = counter_uniform(key, counter, 2 * lanes)
+    u2 = counter_uniform(key, counter, 2 * lanes + 1)
+    return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos((2.0 * math.pi) * u2)
+
+
+def _branch_value(value: float | torch.Tensor, branch: int) -> float | torch.Tensor:
+    if isinstance(value, torch.Tensor) and value.ndim == 1:
+        return value[branch]
+    return value
+
+
+def epsilon_greedy(
+    q: torch.Tensor, epsilon: float | torch.Tensor, key: int, counter: torch.Tensor, lanes: torch.Tensor
+) -> torch.Tensor:
+    """``[envs, A]`` expected Q -> ``[envs]`` actions: argmax, or a uniform action with probability ``epsilon``."""
+    actions = q.shape[-1]
+    explore = counter_uniform(key, counter, 2 * lanes) < epsilon
+    random_action = (counter_uniform(key, counter, 2 * lanes + 1) * actions).long().clamp_(max=actions - 1)
+    return torch.where(explore, random_action, q.argmax(dim=-1))
+
+
+def boltzmann(
+    q: torch.Tensor, temperature: float | torch.Tensor, key: int, counter: torch.Tensor, lanes: torch.Tensor
+) -> torch.Tensor:
+    """``[envs, A]`` expected Q -> ``[envs]`` actions drawn from softmax(Q / temperature) by inverse CDF."""
+    cdf = torch.softmax(q / temperature, dim=-1).cumsum(dim=-1)
+    draw = counter_uniform(key, counter, lanes).unsqueeze(-1)
+    return (cdf <= draw).sum(dim=-1).clamp_(max=q.shape[-1] - 1)
+
+
+def advantage_noise(
+    advantages: torch.Tensor, sigma: float | torch.Tensor, key: int, counter: torch.Tensor, lanes: torch.Tensor
+) -> torch.Tensor:
+    """``advantages`` plus Gaussian noise of scale ``sigma`` (``lanes`` indexes every element)."""
+    return advantages + sigma * counter_normal(key, counter, lanes).reshape(advantages.shape)
+
+
+class BranchExplorer:
+    """Per-branch exploration for ``n_envs`` environments with its own device counter.
+
+    Each method draws with the current counter and then advances it by one, on
+    the device. The branch keys derive from ``seed``, so the same seed and the
+    same call sequence give the same actions.
+    """
+
+    def __init__(self, n_envs: int, seed: int, device: torch.device | str = "cpu") -> None:
+        self.n_envs = n_envs
+        self.device = torch.device(device)
+        self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self.sizes = branch_sizes()
+        base = mix32(mix32(seed & MASK32) ^ ((seed >> 32) & MASK32))
+        # One independent key per (branch, purpose).
+        self._keys = {
+            (b, purpose): mix32(base ^ mix32(b * len(_PURPOSES) + purpose + 1)) for b in Branch for purpose in _PURPOSES
+        }
+        self._env_lanes = torch.arange(n_envs, dtype=torch.int64, device=self.device)
+        self._element_lanes = {
+            b: torch.arange(n_envs * self.sizes[b], dtype=torch.int64, device=self.device) for b in Branch
+        }
+
+    def _check(self, values: Sequence[torch.Tensor]) -> None:
+        if len(values) != Branch.size():
+            raise ValueError(f"expected one [envs, A] tensor per branch ({Branch.size()}), got {len(values)}")
+
+    def epsilon_greedy(self, q: Sequence[torch.Tensor], epsilon: float | torch.Tensor) -> torch.Tensor:
+        """One ``[envs, A_b]`` expected-Q tensor per branch -> actions ``[envs, Branch]``."""
+        self._check(q)
+        actions = torch.stack(
+            [
+                epsilon_greedy(q[b], _branch_value(epsilon, b), self._keys[(b, _EPSILON_GREEDY)], self.counter, self._env_lanes)
+                for b in Branch
+            ],
+            dim=-1,
+        )
+        self.counter.add_(1)
+        return actions
+
+    def boltzmann(self, q: Sequence[torch.Tensor], temperature: float | torch.Tensor) -> torch.Tensor:
+        """One ``[envs, A_b]`` expected-Q tensor per branch -> Boltzmann actions ``[envs, Branch]``."""
+        self._check(q)
+        actions = torch.stack(
+            [
+                boltzmann(q[b], _branch_value(temperature, b), self._keys[(b, _BOLTZMANN)], self.counter, self._env_lanes)
+                for b in Branch
+            ],
+            dim=-1,
+        )
+        self.counter.add_(1)
+        return actions
+
+    def noisy_advantages(self, advantages: Sequence[torch.Tensor], sigma: float | torch.Tensor) -> list[torch.Tensor]:
+        """Each branch's ``[envs, A_b]`` advantages plus fresh Gaussian noise of scale ``sigma``."""
+        self._check(advantages)
+        noisy = [
+            advantage_noise(advantages[b], _branch_value(sigma, b), self._keys[(b, _NOISE)], self.counter, self._element_lanes[b])
+            for b in Branch
+        ]
+        self.counter.add_(1)
+        return noisy

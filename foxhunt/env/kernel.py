@@ -1,0 +1,49 @@
+"""The environment's two kernels and the functions that launch them from a KernelContext.
+
+``ENV_STEP`` advances every environment by one bar in one launch; ``ENV_RESET``
+starts a new episode in every environment. Both take the same argument tuple,
+read from the context's signals by the names in :data:`ENV_SIGNALS`, so the
+plugin's :class:`foxhunt.records.Kernel` and :class:`foxhunt.env.VectorEnv`
+run exactly the same compiled code.
+"""
+
+from __future__ import annotations
+
+from foxhunt.env.physics import env_reset_row, env_step_row
+from foxhunt.kernels.context import KernelContext
+from foxhunt.kernels.dual import DualKernel
+
+__all__ = ["ENV_SIGNALS", "ENV_STEP", "ENV_RESET", "run_env_step", "run_env_reset"]
+
+# Signal names, in the order of the kernel argument tuple (see foxhunt.env.physics).
+ENV_SIGNALS = (
+    "env.prices",
+    "env.features",
+    "env.state",
+    "env.rng",
+    "env.actions",
+    "env.params",
+    "env.health",
+    "env.obs",
+    "env.reward",
+    "env.done",
+)
+_STATE = ENV_SIGNALS.index("env.state")
+
+ENV_STEP = DualKernel(env_step_row, "market_env.step")
+ENV_RESET = DualKernel(env_reset_row, "market_env.reset")
+
+
+def _launch(kernel: DualKernel, context: KernelContext) -> None:
+    tensors = tuple(context.signal(name) for name in ENV_SIGNALS)
+    kernel.launch(context.backend, tensors[_STATE].shape[0], tensors)
+
+
+def run_env_step(context: KernelContext) -> None:
+    """Advance every environment in ``context.signals`` by one bar (one launch, no host sync)."""
+    _launch(ENV_STEP, context)
+
+
+def run_env_reset(context: KernelContext) -> None:
+    """Start a new episode in every environment in ``context.signals``."""
+    _launch(ENV_RESET, context)

@@ -1,0 +1,255 @@
+"""The inspection commands, run in-process: --version, plugins, layout, registry, config, and --help everywhere.
+
+Commands that compose the layout run with ``[plugins] enable = ["foxhunt"]`` (the
+core alone), so these tests check the commands, not whichever built-in plugins
+are installed at the moment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import click
+import pytest
+
+from foxhunt import ISV, PluginHost, PluginSelection, __version__
+from foxhunt.checkpoint import METADATA_FILE, save_checkpoint
+from foxhunt.cli.main import cli
+from foxhunt.errors import ConfigError
+from foxhunt.snapshots import SNAPSHOT_FILES
+
+CORE_ONLY = ("--set", 'plugins.enable=["foxhunt"]')
+
+
+@pytest.fixture(scope="module")
+def core_layout():
+    host = PluginHost(PluginSelection(enable=["foxhunt"])).discover().declare()
+    return host.freeze().layout
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+# -- version and help -----------------------------------------------------------------
+def test_version(run) -> None:
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"foxhunt {__version__}\n"
+
+
+def test_verbose_version_lists_plugins_with_distribution_and_location(run) -> None:
+    result = run("--version", "-v")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"foxhunt {__version__}"
+    (core,) = [line for line in lines[1:] if line.split()[0] == "foxhunt"]
+    assert f"foxhunt {__version__}" in core and "loaded" in core and "core_declarations.py" in core
+
+
+def test_bare_command_prints_help(run) -> None:
+    result = run()
+    assert result.exit_code == 0
+    assert "foxhunt trains distributional RL trading agents" in result.stdout
+    for name in ("plugins", "layout", "registry", "config"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("path", [path for path, _ in _commands(cli)], ids=" ".join)
+def test_every_command_has_help_that_teaches(run, path: tuple[str, ...]) -> None:
+    command = dict(_commands(cli))[path]
+    result = run(*path, "--help")
+    assert result.exit_code == 0
+    assert f"Usage: foxhunt {' '.join(path)}" in result.stdout
+    summary = (command.help or "").strip().splitlines()[0]
+    assert len(summary) > 20
+    assert summary.split()[0] in result.stdout
+
+
+# -- plugins ----------------------------------------------------------------------------
+def test_plugins_list_json_has_the_documented_fields(run) -> None:
+    result = run("plugins", "list", "--json")
+    assert result.exit_code == 0
+    plugins = json.loads(result.stdout)
+    assert isinstance(plugins, list) and plugins
+    for entry in plugins:
+        assert {"name", "distribution", "version", "hooks", "status", "location", "error"} <= set(entry)
+        assert entry["status"] in {"loaded", "disabled", "failed"}
+    (core,) = [entry for entry in plugins if entry["name"] == "foxhunt"]
+    assert (core["distribution"], core["version"], core["status"]) == ("foxhunt", __version__, "loaded")
+    assert core["hooks"] == ["foxhunt_declare"]
+
+
+def test_plugins_list_table(run) -> None:
+    result = run("plugins", "list", *CORE_ONLY)
+    assert result.exit_code == 0
+    assert "foxhunt plugins" in result.stdout
+    assert re.search(r"foxhunt\s.*loaded", result.stdout)
+
+
+def test_plugins_inspect_shows_what_a_plugin_declared(run) -> None:
+    result = run("plugins", "inspect", "foxhunt", *CORE_ONLY)
+    assert result.exit_code == 0
+    out = result.stdout
+    assert f"foxhunt  foxhunt {__version__}  (loaded)" in out
+    assert "hooks: foxhunt_declare" in out
+    assert "ISV slots (5):" in out
+    assert "train.epoch width=1 offset=0" in out
+    assert "train.total_epochs width=1 offset=3 init=1.0" in out
+    assert "state entries (5):" in out
+    assert "train.fold [training-persist]" in out
+    assert "isv.fingerprint [schema-contract]" in out
+
+
+def test_plugins_inspect_unknown_name(run) -> None:
+    result = run("plugins", "inspect", "ghost")
+    assert result.exit_code == 2
+    assert "no plugin named 'ghost'; see `foxhunt plugins list`" in result.stderr
+
+
+# -- layout -----------------------------------------------------------------------------
+def test_layout_show_json(run, core_layout) -> None:
+    result = run("layout", "show", "--json", *CORE_ONLY)
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert re.fullmatch(r"[0-9a-f]{16}", data["fingerprint"])
+    assert data["fingerprint"] == core_layout.fingerprint_hex
+    assert data["size"] == core_layout.size
+    cursor = 0
+    for slot in data["slots"]:
+        assert {"name", "offset", "width", "owner"} <= set(slot)
+        assert slot["offset"] == cursor
+        cursor += slot["width"]
+    assert cursor == data["size"]
+    assert [s["name"] for s in data["slots"]] == [
+        "train.epoch", "train.fold", "train.progress", "train.total_epochs", "isv.fingerprint",
+    ]
+    assert {s["owner"] for s in data["slots"]} == {"foxhunt"}
+
+
+def test_layout_show_table(run, core_layout) -> None:
+    result = run("layout", "show", *CORE_ONLY)
+    assert result.exit_code == 0
+    assert f"ISV layout {core_layout.fingerprint_hex}" in result.stdout
+    assert "train.progress" in result.stdout
+
+
+def test_layout_show_reads_a_config_file(run, tmp_path: Path, core_layout) -> None:
+    config = tmp_path / "core.toml"
+    config.write_text('[plugins]\nenable = ["foxhunt"]\n')
+    result = run("layout", "show", "--json", "--config", str(config))
+    assert json.loads(result.stdout)["fingerprint"] == core_layout.fingerprint_hex
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path, core_layout) -> Path:
+    return save_checkpoint(tmp_path / "ckpt", {"isv": ISV(core_layout).tensor}, {"seed": 0}, core_layout)
+
+
+def test_layout_diff_matching_checkpoint_exits_0(run, checkpoint: Path, core_layout) -> None:
+    result = run("layout", "diff", str(checkpoint), *CORE_ONLY)
+    assert result.exit_code == 0
+    fp = core_layout.fingerprint_hex
+    assert result.stdout == f"checkpoint fingerprint {fp}, current {fp}\nlayouts match\n"
+
+
+def test_layout_diff_other_layout_exits_1_with_the_slot_diff(run, checkpoint: Path) -> None:
+    meta_path = checkpoint / METADATA_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["isv"]["slots"] = [s for s in meta["isv"]["slots"] if s["name"] != "train.fold"]
+    meta_path.write_text(json.dumps(meta))
+    result = run("layout", "diff", str(meta_path), *CORE_ONLY)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert "+train.fold width=1 offset=1 owner=foxhunt" in lines
+    assert "-train.progress width=1 offset=1 owner=foxhunt" in lines
+
+
+def test_layout_diff_forged_fingerprint_exits_1(run, checkpoint: Path) -> None:
+    meta_path = checkpoint / METADATA_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["isv"]["fingerprint"] = "0123456789abcdef"
+    meta_path.write_text(json.dumps(meta))
+    result = run("layout", "diff", str(checkpoint), *CORE_ONLY)
+    assert result.exit_code == 1
+    assert result.stdout.startswith("checkpoint fingerprint 0123456789abcdef, current ")
+
+
+# -- registry ----------------------------------------------------------------------------
+def test_registry_lock_is_deterministic_and_check_passes_on_its_output(run, tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    result = run("registry", "lock", "--dir", str(first))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [f"wrote {first / name}" for name in SNAPSHOT_FILES]
+    assert run("registry", "lock", "--dir", str(second)).exit_code == 0
+    for name in SNAPSHOT_FILES:
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+    check = run("registry", "check", "--dir", str(first))
+    assert check.exit_code == 0
+    assert check.stdout == f"registry snapshots in {first} match the code\n"
+    layout = tomllib.loads((first / "isv_layout.toml").read_text())
+    assert layout["fingerprint"] == PluginHost.builtin().discover().declare().freeze().layout.fingerprint_hex
+    assert (first / "isv_layout.toml").read_text().startswith("# Generated by `foxhunt registry lock`")
+
+
+def test_registry_check_fails_with_a_diff_when_a_snapshot_is_stale(run, tmp_path: Path) -> None:
+    directory = tmp_path / "registry"
+    run("registry", "lock", "--dir", str(directory))
+    path = directory / "isv_layout.toml"
+    path.write_text(path.read_text().replace('name = "train.fold"', 'name = "train.folds"'))
+    result = run("registry", "check", "--dir", str(directory))
+    assert result.exit_code == 1
+    assert f"--- {path} (committed)" in result.stdout
+    assert f"+++ {path} (from code)" in result.stdout
+    assert '-name = "train.folds"' in result.stdout.splitlines()
+    assert '+name = "train.fold"' in result.stdout.splitlines()
+    assert "registry snapshots are out of date: review the diff, then run `foxhunt registry lock`" in result.stderr
+
+
+def test_registry_check_fails_when_snapshots_are_missing(run, tmp_path: Path) -> None:
+    result = run("registry", "check", "--dir", str(tmp_path / "empty"))
+    assert result.exit_code == 1
+    assert "(from code)" in result.stdout
+
+
+# -- config ------------------------------------------------------------------------------
+def test_config_show_prints_the_resolved_toml(run) -> None:
+    result = run("config", "show", "--set", "run.seed=7")
+    assert result.exit_code == 0
+    assert "seed = 7" in result.stdout.splitlines()
+    resolved = tomllib.loads(result.stdout)
+    assert resolved["run"] == {"seed": 7, "device": "auto"}
+    assert resolved["plugins"] == {"enable": [], "disable": [], "require": {}}
+
+
+def test_config_show_json(run, tmp_path: Path) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('[run]\ndevice = "cpu"\n')
+    result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
+    assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu"}
+
+
+def test_config_errors_are_one_paragraph_naming_the_key_path(run, tmp_path: Path) -> None:
+    result = run("config", "show", "--set", "run.seed=-1")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == "error: invalid configuration:\n  --set run.seed=-1: run.seed: 'seed' must be >= 0: -1\n"
+    config = tmp_path / "bad.toml"
+    config.write_text("[run]\nsede = 1\n")
+    result = run("layout", "show", "--config", str(config))
+    assert result.exit_code == 2
+    assert f"{config}: run.sede: unknown key" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_flag_lets_the_exception_through(run) -> None:
+    result = run("--debug", "config", "show", "--set", "run.device=tpu")
+    assert isinstance(result.exception, ConfigError)
+    assert "run.device: 'device' must be in ('auto', 'cpu', 'cuda') (got 'tpu')" in str(result.exception)
+

@@ -1,0 +1,96 @@
+"""A third-party plugin installed as a real distribution, seen by the CLI like any built-in.
+
+The distribution is a ``.dist-info`` with ``METADATA`` and ``entry_points.txt``
+plus its module, in a temporary directory: in-process it goes on ``sys.path``;
+for the one real ``foxhunt`` subprocess (proof that the console script works)
+it goes on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def thirdparty(dists) -> dict[str, tuple[str, str]]:
+    return {"thirdparty": ("thirdparty_plugin", dists.THIRDPARTY_PLUGIN)}
+
+
+def _by_name(plugins: list[dict]) -> dict[str, dict]:
+    return {entry["name"]: entry for entry in plugins}
+
+
+def test_plugins_list_shows_the_third_party_distribution(run, site: Path, dists, thirdparty) -> None:
+    dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", thirdparty)
+    result = run("plugins", "list", "--json")
+    assert result.exit_code == 0
+    entry = _by_name(json.loads(result.stdout))["thirdparty"]
+    assert entry["distribution"] == "foxhunt-thirdparty"
+    assert entry["version"] == "1.2.3"
+    assert entry["status"] == "loaded"
+    assert entry["hooks"] == ["foxhunt_declare", "foxhunt_loss_components"]
+    assert entry["location"] == str(site / "thirdparty_plugin.py")
+
+
+def test_third_party_slot_in_layout_and_inspect(run, site: Path, dists, thirdparty) -> None:
+    dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", thirdparty)
+    enable = ("--set", 'plugins.enable=["thirdparty"]')
+    layout = json.loads(run("layout", "show", "--json", *enable).stdout)
+    (slot,) = [s for s in layout["slots"] if s["owner"] == "thirdparty"]
+    assert (slot["name"], slot["width"], slot["init"]) == ("thirdparty.gain", 3, 0.5)
+    inspect = run("plugins", "inspect", "thirdparty", *enable)
+    assert inspect.exit_code == 0
+    assert "thirdparty  foxhunt-thirdparty 1.2.3  (loaded)" in inspect.stdout
+    assert "thirdparty.gain [fold-reset] restarts every fold" in inspect.stdout
+    assert "components: thirdparty.zero (loss)" in inspect.stdout
+
+
+def test_third_party_plugin_never_changes_the_registry_snapshots(run, site: Path, tmp_path: Path, dists, thirdparty) -> None:
+    run("registry", "lock", "--dir", str(tmp_path / "before"))
+    dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", thirdparty)
+    assert run("registry", "check", "--dir", str(tmp_path / "before")).exit_code == 0
+
+
+def test_broken_plugin_is_listed_as_failed_but_stops_the_layout(run, site: Path, dists, thirdparty) -> None:
+    dists.write_distribution(site, "foxhunt-typo", "0.0.1", {"typo": ("typo_plugin", dists.MISSPELLED_PLUGIN)})
+    listed = run("plugins", "list", "--json")
+    assert listed.exit_code == 0
+    entry = _by_name(json.loads(listed.stdout))["typo"]
+    assert (entry["status"], entry["error"]) == ("failed", "unknown hook(s): foxhunt_delcare")
+    assert "warning: [typo from foxhunt-typo 0.0.1] unknown hook 'foxhunt_delcare'" in listed.stderr
+
+    shown = run("layout", "show", "--json", "--set", 'plugins.enable=["typo"]')
+    assert shown.exit_code == 2
+    assert shown.stdout == ""
+    assert shown.stderr == (
+        "error: 1 plugin problem(s) stop this run:\n"
+        "  - [typo from foxhunt-typo 0.0.1] unknown hook 'foxhunt_delcare': no such hookspec "
+        "(did you mean 'foxhunt_declare'?)\n"
+        "Fix the plugins above (or disable them in [plugins] of the config) and run again.\n"
+    )
+
+
+def test_console_script_shows_the_third_party_slot(tmp_path: Path, dists, thirdparty) -> None:
+    site = dists.write_distribution(tmp_path / "site", "foxhunt-thirdparty", "1.2.3", thirdparty)
+    executable = shutil.which("foxhunt")
+    assert executable is not None, "the foxhunt console script is not installed (pip install -e .)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    completed = subprocess.run(
+        [executable, "layout", "show", "--json", "--set", 'plugins.enable=["thirdparty"]'],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    layout = json.loads(completed.stdout)
+    assert re.fullmatch(r"[0-9a-f]{16}", layout["fingerprint"])
+    slots = {slot["name"]: slot for slot in layout["slots"]}
+    assert {"name", "offset", "width", "owner"} <= set(slots["thirdparty.gain"])
+    assert (slots["thirdparty.gain"]["owner"], slots["thirdparty.gain"]["width"]) == ("thirdparty", 3)
+    assert slots["isv.fingerprint"]["offset"] + 2 == layout["size"]
+    assert [s["name"] for s in layout["slots"]][-1] == "isv.fingerprint"

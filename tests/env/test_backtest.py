@@ -1,0 +1,80 @@
+"""Backtest metrics: buy-and-hold from the raw prices, flat is zero, metric definitions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from conftest import TEST_INSTRUMENT, synthetic_market
+
+from foxhunt.actions import Branch, Direction
+from foxhunt.env import PS, BacktestResult, EnvConfig, backtest, backtest_with_baselines, constant_policy
+from foxhunt.env.backtest import METRIC_KEYS, result_from_history
+
+WINDOW = (40, 180)
+
+
+def test_buy_and_hold_equals_a_direct_computation_from_prices() -> None:
+    prices, features = synthetic_market(7, bars=200)
+    config = EnvConfig(slippage_ticks=1.0)
+    report = backtest_with_baselines(constant_policy(Direction.SHORT), prices, features, TEST_INSTRUMENT, config, window=WINDOW)
+    start, end = WINDOW
+    tick = TEST_INSTRUMENT.tick_size
+    fill = prices[start + 1, 0] + 0.5 * tick + 1.0 * tick  # next open + half spread + NORMAL slippage
+    closes = prices[start + 1 : end, 3]
+    equity = np.r_[config.initial_cash, config.initial_cash + (closes - fill) * TEST_INSTRUMENT.multiplier - TEST_INSTRUMENT.commission]
+    bh = report.buy_and_hold
+    np.testing.assert_allclose(bh.equity, equity, rtol=1e-12)
+    assert bh.net_pnl == pytest.approx(equity[-1] - equity[0])
+    returns = equity[1:] / equity[:-1] - 1
+    assert bh.sharpe == pytest.approx(returns.mean() / returns.std(ddof=1) * math.sqrt(252.0))
+    peak = np.maximum.accumulate(equity)
+    assert bh.max_drawdown == pytest.approx(((peak - equity) / peak).max())
+    assert bh.exposure == 1.0 and bh.trades == 0
+    assert bh.turnover == pytest.approx(prices[start + 1, 0] * TEST_INSTRUMENT.multiplier / config.initial_cash)
+
+
+def test_flat_has_zero_pnl_and_the_agent_result_is_complete() -> None:
+    prices, features = synthetic_market(8, bars=200)
+    report = backtest_with_baselines(constant_policy(Direction.LONG), prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
+    flat = report.flat
+    assert flat.net_pnl == 0 and flat.trades == 0 and flat.exposure == 0 and flat.turnover == 0
+    assert np.all(flat.equity == EnvConfig().initial_cash) and flat.sharpe == 0 and flat.max_drawdown == 0
+    values = report.to_dict()
+    for name in ("agent", "buy_and_hold", "flat"):
+        assert set(values[name]) == set(METRIC_KEYS) | {"equity"}
+        assert len(values[name]["equity"]) == WINDOW[1] - WINDOW[0]
+
+
+def test_a_trading_policy_counts_round_trips() -> None:
+    prices, features = synthetic_market(9, bars=200)
+    flip = {"long": True}
+
+    def alternate(obs: torch.Tensor) -> torch.Tensor:
+        flip["long"] = not flip["long"]
+        action = torch.zeros((1, Branch.size()), dtype=torch.int64)
+        action[0, Branch.DIRECTION] = Direction.LONG if flip["long"] else Direction.FLAT
+        return action
+
+    result = backtest(alternate, prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
+    steps = WINDOW[1] - WINDOW[0] - 1
+    assert result.trades == steps // 2 and 0 <= result.hit_rate <= 1
+    assert result.exposure == pytest.approx((steps // 2) / steps)  # long after every second bar
+
+
+def test_metric_definitions_on_a_known_curve() -> None:
+    history = np.zeros((4, PS.size()))
+    history[:, PS.EQUITY] = [110.0, 99.0, 121.0, 121.0]
+    history[:, PS.POSITION] = [1, 1, 0, 0]
+    history[-1, PS.TRADES], history[-1, PS.WINS], history[-1, PS.TURNOVER] = 2, 1, 300.0
+    result = result_from_history(history, 100.0, bars_per_year=4.0)
+    returns = np.array([0.1, -0.1, 121 / 99 - 1, 0.0])
+    assert isinstance(result, BacktestResult)
+    assert result.net_pnl == pytest.approx(21.0)
+    assert result.sharpe == pytest.approx(returns.mean() / returns.std(ddof=1) * 2.0)
+    assert result.sortino == pytest.approx(returns.mean() / math.sqrt(0.01 / 4) * 2.0)
+    assert result.max_drawdown == pytest.approx(0.1)
+    assert result.calmar == pytest.approx((1.21 ** (4.0 / 4) - 1) / 0.1)
+    assert (result.turnover, result.trades, result.hit_rate, result.exposure) == (3.0, 2, 0.5, 0.5)

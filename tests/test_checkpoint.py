@@ -1,0 +1,111 @@
+"""Checkpoints: safetensors + metadata.json, and the fingerprint check that refuses another layout (invariant 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from foxhunt import ISV, IsvLayout, Slot
+from foxhunt.checkpoint import METADATA_FILE, TENSORS_FILE, load_checkpoint, read_metadata, save_checkpoint, verify_layout
+from foxhunt.errors import CheckpointError, FingerprintMismatch
+
+LAYOUT = IsvLayout.compose([Slot("tau.value", 1, "tau", init=0.005), Slot("gamma.branch", 4, "gamma", init=0.99)])
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    isv = ISV(LAYOUT)
+    isv.write("tau.value", 0.01)
+    tensors = {"isv": isv.tensor, "net.weight": torch.arange(12, dtype=torch.float64).reshape(3, 4)}
+    metadata = {"seed": 7, "plugins": {"tau": {"distribution": "foxhunt", "version": "0.1.0"}}}
+    return save_checkpoint(tmp_path / "ckpt", tensors, metadata, LAYOUT)
+
+
+def _edit_metadata(path: Path, edit) -> None:
+    meta_path = path / METADATA_FILE
+    meta = json.loads(meta_path.read_text())
+    edit(meta)
+    meta_path.write_text(json.dumps(meta))
+
+
+def test_round_trip_is_bit_exact_and_keeps_the_metadata(checkpoint: Path) -> None:
+    tensors, metadata = load_checkpoint(checkpoint, LAYOUT)
+    isv = ISV(LAYOUT)
+    isv.write("tau.value", 0.01)
+    assert torch.equal(tensors["isv"].view(torch.int32), isv.tensor.view(torch.int32))
+    assert tensors["net.weight"].dtype == torch.float64
+    assert tensors["net.weight"].tolist() == torch.arange(12, dtype=torch.float64).reshape(3, 4).tolist()
+    assert metadata["seed"] == 7
+    assert metadata["plugins"] == {"tau": {"distribution": "foxhunt", "version": "0.1.0"}}
+    assert metadata["isv"]["fingerprint"] == LAYOUT.fingerprint_hex
+    assert metadata["isv"]["slots"] == LAYOUT.to_records()
+    assert sorted(p.name for p in checkpoint.iterdir()) == [METADATA_FILE, TENSORS_FILE]  # no temp files left
+
+
+def test_metadata_can_be_read_from_the_directory_or_the_file(checkpoint: Path) -> None:
+    assert read_metadata(checkpoint) == read_metadata(checkpoint / METADATA_FILE)
+
+
+def test_tampered_slots_are_refused_with_the_slot_diff(checkpoint: Path) -> None:
+    def widen(meta) -> None:
+        for record in meta["isv"]["slots"]:
+            if record["name"] == "gamma.branch":
+                record["width"] = 3
+
+    _edit_metadata(checkpoint, widen)
+    with pytest.raises(FingerprintMismatch) as caught:
+        load_checkpoint(checkpoint, LAYOUT)
+    message = str(caught.value)
+    assert message.startswith(f"{checkpoint}: ISV layout fingerprint {LAYOUT.fingerprint_hex} does not match")
+    assert "There is no migration" in message
+    assert "Slot diff (checkpoint -> current):\n" in message
+    assert "-gamma.branch width=3 offset=0 owner=gamma" in message
+    assert "+gamma.branch width=4 offset=0 owner=gamma" in message
+
+
+def test_tampered_fingerprint_is_refused(checkpoint: Path) -> None:
+    forged = LAYOUT.fingerprint ^ 1
+
+    def forge(meta) -> None:
+        meta["isv"]["fingerprint"] = f"{forged:016x}"
+
+    _edit_metadata(checkpoint, forge)
+    with pytest.raises(FingerprintMismatch) as caught:
+        load_checkpoint(checkpoint, LAYOUT)
+    assert (caught.value.found, caught.value.expected) == (forged, LAYOUT.fingerprint)
+    assert f"ISV layout fingerprint {forged:016x} does not match the current layout {LAYOUT.fingerprint_hex}" in str(caught.value)
+    assert caught.value.diff_text == "(slots identical)"
+
+
+def test_checkpoint_of_another_plugin_set_is_refused(checkpoint: Path) -> None:
+    current = IsvLayout.compose([*LAYOUT.slots[:-1], Slot("kelly.cap", 1, "kelly")])
+    with pytest.raises(FingerprintMismatch) as caught:
+        load_checkpoint(checkpoint, current)
+    assert caught.value.diff_text.splitlines() == [
+        "-tau.value width=1 offset=4 owner=tau",
+        "-isv.fingerprint width=2 offset=5 owner=foxhunt",
+        "+kelly.cap width=1 offset=4 owner=kelly",
+        "+tau.value width=1 offset=5 owner=tau",
+        "+isv.fingerprint width=2 offset=6 owner=foxhunt",
+    ]
+    verify_layout(read_metadata(checkpoint), LAYOUT, "same layout")  # no error
+
+
+def test_missing_and_damaged_checkpoints(tmp_path: Path, checkpoint: Path) -> None:
+    with pytest.raises(CheckpointError, match="no checkpoint metadata here; pass a checkpoint directory"):
+        load_checkpoint(tmp_path / "nothing", LAYOUT)
+    (checkpoint / METADATA_FILE).write_text("{not json")
+    with pytest.raises(CheckpointError, match="metadata is not valid JSON .*; the checkpoint is damaged"):
+        load_checkpoint(checkpoint, LAYOUT)
+    (checkpoint / METADATA_FILE).write_text(json.dumps({"seed": 1}))
+    with pytest.raises(CheckpointError, match="checkpoint metadata has no valid 'isv' layout"):
+        load_checkpoint(checkpoint, LAYOUT)
+
+
+def test_missing_tensor_file_is_reported_after_the_layout_check(checkpoint: Path) -> None:
+    (checkpoint / TENSORS_FILE).unlink()
+    with pytest.raises(CheckpointError, match="tensor file missing; the checkpoint is incomplete"):
+        load_checkpoint(checkpoint, LAYOUT)
