@@ -1,0 +1,34 @@
+"""The learner: branching dueling distributional Q-network, budgeted loss components, optimisation, replay."""
+
+from foxhunt.learner.budgets import GradientBudget, resolve_budgets
+from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
+from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
+from foxhunt.learner.inputs import LossInputs
+from foxhunt.learner.learner import Learner, Targets
+from foxhunt.learner.network import BranchingNetwork, NetworkOutput
+from foxhunt.learner.popart import PopArt
+from foxhunt.learner.replay import Batch, Replay
+from foxhunt.learner.slots import LearnerReads
+from foxhunt.learner.spectral import SpectralNorm
+
+__all__ = [
+    "Batch",
+    "BranchingNetwork",
+    "GradientBudget",
+    "Learner",
+    "LearnerConfig",
+    "LearnerReads",
+    "LossInputs",
+    "NetworkOutput",
+    "PopArt",
+    "Replay",
+    "ReplayConfig",
+    "SpectralNorm",
+    "Targets",
+    "learner_config_of",
+    "project_distribution",
+    "project_sorted",
+    "quantile_huber",
+    "resolve_budgets",
+    "support_atoms",
+]

@@ -1,0 +1,102 @@
+"""``[learner]`` and ``[learner.replay]`` config: attrs frozen classes, plain types only (cattrs-friendly).
+
+Values here are the *fallbacks* for everything an adaptive kernel may move at run
+time: when the ISV layout has the slot (``tau.value``, ``gamma.branch``,
+``support.center`` ...), the learner reads the live slot instead (see
+:mod:`foxhunt.learner.slots`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["LearnerConfig", "ReplayConfig", "learner_config_of"]
+
+_positive = attrs.validators.gt(0)
+_non_negative = attrs.validators.ge(0)
+_unit = [attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+
+
+def _int_tuple(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+def _budget_dict(value: Any) -> dict[str, float]:
+    return {str(name): float(budget) for name, budget in dict(value).items()}
+
+
+@attrs.frozen
+class ReplayConfig:
+    """Device-resident replay: ring buffer of ``capacity`` transitions, n-step returns, optional priorities."""
+
+    capacity: int = attrs.field(default=1_000_000, validator=_positive)
+    prioritized: bool = True
+    alpha: float = attrs.field(default=0.6, validator=_unit)  # priority exponent at step 0
+    alpha_final: float = attrs.field(default=0.6, validator=_unit)
+    beta: float = attrs.field(default=0.4, validator=_unit)  # importance-weight exponent at step 0
+    beta_final: float = attrs.field(default=1.0, validator=_unit)
+    anneal_steps: int = attrs.field(default=100_000, validator=_positive)  # α and β reach their finals here
+    priority_eps: float = attrs.field(default=1e-6, validator=_positive)  # keeps every stored transition sampleable
+
+
+@attrs.frozen
+class LearnerConfig:
+    """Network shape, loss settings, optimisation and replay of the learner."""
+
+    # network
+    hidden: tuple[int, ...] = attrs.field(default=(256, 256), converter=_int_tuple)
+    head_hidden: int = attrs.field(default=128, validator=_positive)
+    n_atoms: int = attrs.field(default=51, validator=attrs.validators.ge(2))
+    v_min: float = -10.0  # fixed support when the ISV has no support.* slots (normalised return units)
+    v_max: float = 10.0
+    n_quantiles: int = attrs.field(default=8, validator=_positive)  # IQN τ samples for the online net
+    n_target_quantiles: int = attrs.field(default=8, validator=_positive)
+    n_cos: int = attrs.field(default=64, validator=_positive)  # cosine embedding size of τ
+    ensemble_size: int = attrs.field(default=5, validator=attrs.validators.ge(2))
+    sigma_max: float = attrs.field(default=4.0, validator=_positive)  # spectral-norm bound of every weight
+    power_iterations: int = attrs.field(default=2, validator=_positive)  # per update; construction runs 50
+    # losses
+    gamma: float = attrs.field(default=0.99, validator=_unit)  # fallback of gamma.branch
+    n_step: int = attrs.field(default=3, validator=_positive)
+    kappa: float = attrs.field(default=1.0, validator=_positive)  # quantile-Huber threshold
+    label_smoothing_max: float = attrs.field(default=0.1, validator=_unit)  # at health 0
+    cql_alpha: float = attrs.field(default=0.1, validator=_non_negative)  # fallback of cql.alpha
+    ensemble_diversity: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
+    budgets: dict[str, float] = attrs.field(factory=dict, converter=_budget_dict)  # overrides component defaults
+    priority_component: str = "c51"  # whose per-sample TD error feeds replay priorities
+    # optimisation
+    lr: float = attrs.field(default=3e-4, validator=_positive)
+    lr_min: float = attrs.field(default=1e-5, validator=_non_negative)
+    lr_schedule: str = attrs.field(default="constant", validator=attrs.validators.in_(("constant", "cosine")))
+    restart_period: int = attrs.field(default=10_000, validator=_positive)  # first cosine cycle, in updates
+    restart_mult: int = attrs.field(default=1, validator=_positive)  # each cycle is this many times longer
+    weight_decay: float = attrs.field(default=1e-5, validator=_non_negative)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = attrs.field(default=1e-8, validator=_positive)
+    max_grad_norm: float = attrs.field(default=10.0, validator=_positive)
+    tau: float = attrs.field(default=0.005, validator=_unit)  # fallback of tau.value (Polyak rate)
+    popart: bool = True
+    popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
+    popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive)
+    grad_mode: str = attrs.field(default="loop", validator=attrs.validators.in_(("loop", "batched")))
+    batch_size: int = attrs.field(default=256, validator=_positive)
+    replay: ReplayConfig = attrs.field(factory=ReplayConfig)
+
+
+def learner_config_of(config: Any) -> LearnerConfig:
+    """The ``[learner]`` section of a run config (or ``config`` itself when it already is one).
+
+    Loss plugins receive the whole run config in ``foxhunt_loss_components``;
+    this lets them (and tests) accept either. A config without a ``learner``
+    section (or ``None``) means the defaults.
+    """
+    if isinstance(config, LearnerConfig):
+        return config
+    learner = getattr(config, "learner", None)
+    if learner is None:
+        return LearnerConfig()
+    if not isinstance(learner, LearnerConfig):
+        raise TypeError(f"config.learner must be a LearnerConfig, got {type(learner).__name__}")
+    return learner

@@ -1,0 +1,97 @@
+"""Distributional maths shared by the loss plugins: the C51 projection and the quantile-Huber loss.
+
+Both are pure functions of tensors (no module state), so they are tested
+directly against float64 references and any third-party loss can reuse them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["project_distribution", "project_sorted", "quantile_huber", "support_atoms"]
+
+
+def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, unit: torch.Tensor) -> torch.Tensor:
+    """Evenly spaced atoms per branch: ``center ± half_width`` in ``n_atoms`` steps.
+
+    ``center``, ``half_width``: ``[Branch]``; ``unit``: ``[atoms]`` = linspace(-1, 1)
+    (passed in so the hot path allocates it once). Returns ``[Branch, atoms]``.
+    """
+    return center[:, None] + half_width[:, None] * unit[None, :]
+
+
+def project_distribution(target_atoms: torch.Tensor, target_probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """Project a categorical distribution onto a (possibly non-uniform, increasing) support.
+
+    ``target_atoms``, ``target_probs``: ``[..., j]`` (the shifted atoms ``r + γz``
+    and their probabilities); ``support``: ``[..., i]`` broadcastable to them.
+    Returns ``[..., i]``.
+
+    Dense "hat" form: atom ``i`` receives from every target atom ``t`` the weight
+    of the triangle that rises from ``z[i-1]`` to 1 at ``z[i]`` and falls to
+    ``z[i+1]``. It is a sum of products with a fixed reduction order, so unlike
+    scatter/index-add it is deterministic on every device. Target atoms outside
+    the support are clamped to its ends (their mass goes to the end atom).
+    """
+    low, high = support[..., :1], support[..., -1:]
+    gap = support[..., 1:] - support[..., :-1]  # [..., i-1]
+    ones = torch.ones_like(low)
+    # Neighbours of each atom. The end atoms get a virtual neighbour one unit outside with a unit
+    # gap, so their outer edge evaluates to >= 1 for every clamped target and never binds.
+    prev_atom = torch.cat([low - 1.0, support[..., :-1]], dim=-1).unsqueeze(-2)  # [..., 1, i]
+    prev_gap = torch.cat([ones, gap], dim=-1).unsqueeze(-2)
+    next_atom = torch.cat([support[..., 1:], high + 1.0], dim=-1).unsqueeze(-2)
+    next_gap = torch.cat([gap, ones], dim=-1).unsqueeze(-2)
+    t = torch.minimum(torch.maximum(target_atoms, low), high).unsqueeze(-1)  # [..., j, 1]
+    rise = (t - prev_atom).div_(prev_gap)  # [..., j, i]
+    fall = (next_atom - t).div_(next_gap)
+    hat = torch.minimum(rise, fall).clamp_(min=0.0)
+    return torch.einsum("...j,...ji->...i", target_probs, hat)
+
+
+def project_sorted(target_atoms: torch.Tensor, target_probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """The same projection as :func:`project_distribution`, in O(N log N), for non-decreasing ``target_atoms``.
+
+    C51's target atoms ``r + γ^m z`` are an increasing affine image of the
+    support, so they arrive sorted. For sorted targets the projected *cumulative*
+    mass at atom ``i`` needs only prefix sums over the targets::
+
+        M_i = P(t <= z_i) + Σ_{z_i < t_j < z_{i+1}} p_j (z_{i+1} - t_j) / (z_{i+1} - z_i)
+
+    where the sum is ``z_{i+1}·(P[hi] - P[lo]) - (S[hi] - S[lo])`` with prefix
+    sums ``P`` of ``p`` and ``S`` of ``p·t`` and segment bounds from
+    ``searchsorted``; ``m = diff(M)``. No ``[..., N, N]`` intermediate, no
+    atomics (deterministic), and the prefix sums run in float64 so the
+    differences lose nothing to cancellation. Unsorted targets give wrong
+    results: use :func:`project_distribution` for those.
+    """
+    n_targets = target_atoms.shape[-1]
+    lead = torch.broadcast_shapes(target_atoms.shape[:-1], support.shape[:-1], target_probs.shape[:-1])
+    z = support.to(torch.float64).expand(*lead, support.shape[-1]).contiguous()  # [..., i]
+    t = target_atoms.to(torch.float64).expand(*lead, n_targets)
+    t = torch.minimum(torch.maximum(t, z[..., :1]), z[..., -1:]).contiguous()  # [..., j], sorted
+    p = target_probs.to(torch.float64).expand(*lead, n_targets)
+    zero = torch.zeros_like(t[..., :1])
+    prefix_p = torch.cat([zero, p.cumsum(-1)], dim=-1)  # [..., j+1]
+    prefix_pt = torch.cat([zero, (p * t).cumsum(-1)], dim=-1)
+    lower, upper = z[..., :-1].contiguous(), z[..., 1:].contiguous()  # [..., i-1]
+    lo = torch.searchsorted(t, lower, right=True)  # targets <= z_i
+    hi = torch.searchsorted(t, upper, right=False)  # targets < z_{i+1}
+    p_lo, p_hi = prefix_p.gather(-1, lo), prefix_p.gather(-1, hi)
+    inside = (upper * (p_hi - p_lo) - (prefix_pt.gather(-1, hi) - prefix_pt.gather(-1, lo))) / (upper - lower)
+    cumulative = torch.cat([p_lo + inside, prefix_p[..., -1:]], dim=-1)  # [..., i]
+    return torch.diff(cumulative, dim=-1, prepend=zero).to(target_probs.dtype)
+
+
+def quantile_huber(pred: torch.Tensor, target: torch.Tensor, taus: torch.Tensor, kappa: float) -> torch.Tensor:
+    """Quantile-Huber loss per sample (Dabney et al., IQN eq. 10), summed over ``i``, averaged over ``j``.
+
+    ``pred``: ``[..., i]`` quantile values at fractions ``taus`` ``[..., i]``;
+    ``target``: ``[..., j]`` target samples. Returns ``[...]``.
+    ``ρ(δ) = |τ - 1{δ<0}| · Huber_κ(δ) / κ`` with ``δ = target_j - pred_i``.
+    """
+    delta = target.unsqueeze(-2) - pred.unsqueeze(-1)  # [..., i, j]
+    abs_delta = delta.abs()
+    huber = torch.where(abs_delta <= kappa, 0.5 * delta * delta, kappa * (abs_delta - 0.5 * kappa))
+    weight = (taus.unsqueeze(-1) - (delta.detach() < 0).to(delta.dtype)).abs()
+    return (weight * huber / kappa).sum(-2).mean(-1)

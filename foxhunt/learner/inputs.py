@@ -1,0 +1,89 @@
+"""``LossInputs``: everything a loss component needs, computed once per update and shared.
+
+The learner runs the online network on the batch once (with gradients), and the
+target side once (without), then hands every component the same record. A
+component only combines these tensors; it never runs a network itself, so
+adding a component adds its loss arithmetic and nothing else.
+
+All values are in PopArt-normalised return units. Shapes: B batch, T/T'
+sampled τ (online/target), K ensemble heads, N atoms, A actions (padded to
+the largest branch; ``action_mask`` marks real ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from foxhunt.isv import IsvLayout
+from foxhunt.learner.config import LearnerConfig
+from foxhunt.learner.network import NetworkOutput
+from foxhunt.learner.replay import Batch
+
+__all__ = ["LossInputs"]
+
+
+@attrs.frozen
+class LossInputs:
+    """One update's shared inputs.
+
+    - ``batch``: the sampled :class:`~foxhunt.learner.replay.Batch`.
+    - ``online``: :class:`~foxhunt.learner.network.NetworkOutput` on ``batch.obs``
+      (``log_probs [B, Branch, A, N]``, ``q [B, Branch, A]``, ``quantiles [B, T, Branch, A]``,
+      ``taus [B, T]``, ``ensemble [K, B, Branch, A]``), differentiable.
+    - ``support [Branch, N]``: the atoms of each branch this update.
+    - ``target_atoms``/``target_probs`` ``[B, Branch, N]``: the shifted target atoms
+      ``r + γ^m z`` and their target-network probabilities at the next action the
+      online net prefers (double DQN); not yet projected. Non-decreasing along N
+      (an increasing affine image of the support), so ``project_sorted`` applies.
+    - ``target_q [B, Branch]``: the expected n-step target ``r + γ^m E[Z']``.
+    - ``target_quantiles [B, Branch, T']``: ``r + γ^m θ'(τ')`` from the target IQN head.
+    - ``branch_weights [Branch]``: mean-1 weights for averaging over branches (``grad_balance.scale``).
+    - ``health [1]``, ``cql_alpha [1]``: the ISV slots (or their config fallbacks).
+    - ``isv``/``layout``: the whole ISV, for components reading slots of their own.
+    """
+
+    batch: Batch
+    online: NetworkOutput
+    support: torch.Tensor
+    target_atoms: torch.Tensor
+    target_probs: torch.Tensor
+    target_q: torch.Tensor
+    target_quantiles: torch.Tensor
+    action_mask: torch.Tensor
+    branch_weights: torch.Tensor
+    health: torch.Tensor
+    cql_alpha: torch.Tensor
+    isv: torch.Tensor
+    layout: IsvLayout
+    config: LearnerConfig
+
+    def taken(self, values: torch.Tensor, action_dim: int = 2) -> torch.Tensor:
+        """Select the taken action of each branch: ``values [B, ..., Branch, A, ...]`` -> without the A dim.
+
+        ``action_dim`` is the position of A (2 for ``[B, Branch, A, ...]``, 3 for ``[B, T, Branch, A]``).
+        """
+        actions = self.batch.actions  # [B, Branch]
+        shape = [actions.shape[0]] + [1] * (action_dim - 2) + [actions.shape[1], 1] + [1] * (values.dim() - action_dim - 1)
+        index = actions.view(shape).expand(*values.shape[:action_dim], 1, *values.shape[action_dim + 1:])
+        return values.gather(action_dim, index).squeeze(action_dim)
+
+    def branch_mean(self, values: torch.Tensor) -> torch.Tensor:
+        """``[..., Branch]`` -> ``[...]``, weighted by ``branch_weights``."""
+        return (values * self.branch_weights).mean(-1)
+
+    def batch_mean(self, per_sample: torch.Tensor) -> torch.Tensor:
+        """Importance-weighted batch mean of ``per_sample [B]`` (prioritized replay's bias correction)."""
+        return (per_sample * self.batch.weights).mean()
+
+    def slot(self, name: str) -> torch.Tensor | None:
+        """A live view of ISV slot ``name`` when the layout has it, else ``None`` (a static check, no sync)."""
+        if name not in self.layout.offsets:
+            return None
+        return self.isv[self.layout.span(name)]
+
+    def with_updates(self, **changes: Any) -> LossInputs:
+        """A copy with some fields replaced (tests build variations this way)."""
+        return attrs.evolve(self, **changes)

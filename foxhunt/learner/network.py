@@ -1,0 +1,192 @@
+"""The branching, dueling, distributional Q-network with an IQN head and an ensemble of value heads.
+
+One shared trunk feeds four kinds of heads:
+
+- **C51 per branch, dueling**: a value stream gives one atom-logit vector per
+  branch, an advantage stream gives atom logits per (branch, action); they are
+  combined as ``V + A - mean_valid(A)`` per branch.
+- **IQN**: a cosine embedding of sampled fractions τ modulates the trunk
+  features and yields one quantile value per (τ, branch, action).
+- **Ensemble**: K independent value heads, all evaluated by one batched einsum.
+
+Branches have different numbers of actions (``foxhunt.actions.branch_sizes``);
+action tensors are padded to ``A = max(branch sizes)`` and a fixed
+``action_mask [Branch, A]`` marks the real actions. The padded output rows of
+every action-producing layer are multiplied by that mask inside the forward,
+so padded entries carry no gradient and cannot leak into any loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from foxhunt.actions import Branch, branch_sizes
+from foxhunt.learner.config import LearnerConfig
+
+__all__ = ["BatchedLinear", "BranchingNetwork", "NetworkOutput", "make_action_mask"]
+
+
+def make_action_mask(sizes: tuple[int, ...], device: torch.device | str | None = None) -> torch.Tensor:
+    """``[Branch, A]`` bool: True where the action exists in that branch."""
+    width = max(sizes)
+    return torch.arange(width, device=device)[None, :] < torch.tensor(sizes, device=device)[:, None]
+
+
+class BatchedLinear(nn.Module):
+    """``G`` independent linear maps applied at once: weight ``[G, out, in]``, bias ``[G, out]``.
+
+    ``shared_input=True`` takes ``x [B, in]`` (the same input for every group);
+    otherwise ``x [B, G, in]``. Output ``[B, G, out]``. ``row_mask [G, out]``
+    zeroes output rows that do not exist (padded actions).
+    """
+
+    def __init__(self, groups: int, in_features: int, out_features: int, shared_input: bool,
+                 row_mask: torch.Tensor | None = None) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(groups, out_features, in_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(groups, out_features).uniform_(-bound, bound))
+        self.shared_input = shared_input
+        if row_mask is not None:
+            self.register_buffer("row_mask", row_mask.to(torch.float32))
+            with torch.no_grad():
+                self.weight.mul_(self.row_mask[..., None])
+                self.bias.mul_(self.row_mask)
+        else:
+            self.row_mask = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.weight, self.bias
+        if self.row_mask is not None:
+            weight = weight * self.row_mask[..., None]
+            bias = bias * self.row_mask
+        if self.shared_input:
+            return torch.einsum("bi,goi->bgo", x, weight) + bias
+        return torch.einsum("bgi,goi->bgo", x, weight) + bias
+
+
+class MaskedLinear(nn.Linear):
+    """``nn.Linear`` whose padded output rows are held at zero by a fixed mask ``[out]``."""
+
+    def __init__(self, in_features: int, out_features: int, row_mask: torch.Tensor) -> None:
+        super().__init__(in_features, out_features)
+        self.register_buffer("row_mask", row_mask.to(torch.float32))
+        with torch.no_grad():
+            self.weight.mul_(self.row_mask[:, None])
+            self.bias.mul_(self.row_mask)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight * self.row_mask[:, None], self.bias * self.row_mask)
+
+
+@attrs.frozen
+class NetworkOutput:
+    """One forward pass. Shapes name the dimensions: B batch, T sampled τ, K heads, N atoms, A actions.
+
+    ``logits``/``log_probs``: ``[B, Branch, A, N]``; ``q``: ``[B, Branch, A]``
+    expected values over each branch's support (padded actions are ``-inf``);
+    ``quantiles``: ``[B, T, Branch, A]`` or ``None``; ``taus``: ``[B, T]`` or
+    ``None``; ``ensemble``: ``[K, B, Branch, A]`` or ``None``.
+    """
+
+    log_probs: torch.Tensor
+    q: torch.Tensor
+    quantiles: torch.Tensor | None = None
+    taus: torch.Tensor | None = None
+    ensemble: torch.Tensor | None = None
+
+
+class BranchingNetwork(nn.Module):
+    """Trunk + dueling C51 per branch + IQN head + K-head ensemble (see the module docstring)."""
+
+    def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        sizes = branch_sizes() if sizes is None else tuple(sizes)
+        if len(sizes) != len(Branch):
+            raise ValueError(f"need one action count per Branch ({len(Branch)}), got {sizes}")
+        self.sizes = sizes
+        self.n_branches = len(Branch)
+        self.n_actions = max(sizes)
+        self.n_atoms = config.n_atoms
+        self.ensemble_size = config.ensemble_size
+        mask = make_action_mask(sizes)  # [Branch, A]
+        self.register_buffer("action_mask", mask)
+        self.register_buffer("n_valid", mask.sum(-1).to(torch.float32))  # [Branch]
+        self.register_buffer("cos_index", torch.arange(config.n_cos, dtype=torch.float32) * math.pi)  # [n_cos]
+
+        widths = (obs_dim, *config.hidden)
+        self.trunk = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+        features = widths[-1]
+        hh, n_br, n_act, n_atoms = config.head_hidden, self.n_branches, self.n_actions, self.n_atoms
+        self.value_hidden = nn.Linear(features, hh)
+        self.value_out = nn.Linear(hh, n_br * n_atoms)
+        atom_rows = mask[:, :, None].expand(n_br, n_act, n_atoms).reshape(n_br, n_act * n_atoms)
+        self.advantage_hidden = BatchedLinear(n_br, features, hh, shared_input=True)
+        self.advantage_out = BatchedLinear(n_br, hh, n_act * n_atoms, shared_input=False, row_mask=atom_rows)
+        action_rows = mask.reshape(n_br * n_act)
+        self.iqn_embed = nn.Linear(config.n_cos, features)
+        self.iqn_hidden = nn.Linear(features, hh)
+        self.iqn_out = MaskedLinear(hh, n_br * n_act, action_rows)
+        self.ensemble_hidden = BatchedLinear(config.ensemble_size, features, hh, shared_input=True)
+        self.ensemble_out = BatchedLinear(
+            config.ensemble_size, hh, n_br * n_act, shared_input=False,
+            row_mask=action_rows[None, :].expand(config.ensemble_size, -1),
+        )
+
+    def weight_matrices(self) -> list[nn.Parameter]:
+        """Every weight matrix (spectral normalisation bounds each one)."""
+        return [p for name, p in self.named_parameters() if name.endswith("weight")]
+
+    def branch_parameters(self) -> list[nn.Parameter]:
+        """Parameters that belong to one branch each, leading dimension ``Branch`` (the advantage stream)."""
+        return [self.advantage_hidden.weight, self.advantage_hidden.bias, self.advantage_out.weight,
+                self.advantage_out.bias]
+
+    def scalar_output_layers(self) -> list[nn.Module]:
+        """Final layers whose outputs are values (IQN quantiles, ensemble Q): PopArt rescales these."""
+        return [self.iqn_out, self.ensemble_out]
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        h = obs
+        for layer in self.trunk:
+            h = F.relu(layer(h))
+        return h  # [B, H]
+
+    def distribution(self, h: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dueling C51 per branch: ``(log_probs [B, Branch, A, N], q [B, Branch, A])``; ``support`` is ``[Branch, N]``."""
+        batch = h.shape[0]
+        value = self.value_out(F.relu(self.value_hidden(h))).view(batch, self.n_branches, 1, self.n_atoms)
+        adv_h = F.relu(self.advantage_hidden(h))  # [B, Branch, hh]
+        advantage = self.advantage_out(adv_h).view(batch, self.n_branches, self.n_actions, self.n_atoms)
+        # padded rows are exactly zero, so the sum over A is the sum over real actions
+        adv_mean = advantage.sum(2, keepdim=True) / self.n_valid[None, :, None, None]
+        log_probs = F.log_softmax(value + advantage - adv_mean, dim=-1)
+        q = (log_probs.exp() * support[None, :, None, :]).sum(-1)
+        q = q.masked_fill(~self.action_mask, float("-inf"))
+        return log_probs, q
+
+    def quantile_values(self, h: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        """IQN: ``taus [B, T]`` -> quantile values ``[B, T, Branch, A]`` (padded actions are 0)."""
+        embedding = torch.cos(taus.unsqueeze(-1) * self.cos_index)  # [B, T, n_cos]
+        phi = F.relu(self.iqn_embed(embedding))  # [B, T, H]
+        mixed = F.relu(self.iqn_hidden(h.unsqueeze(1) * phi))  # [B, T, hh]
+        return self.iqn_out(mixed).view(*taus.shape, self.n_branches, self.n_actions)
+
+    def ensemble_values(self, h: torch.Tensor) -> torch.Tensor:
+        """K value heads at once: ``[K, B, Branch, A]`` (padded actions are 0)."""
+        hidden = F.relu(self.ensemble_hidden(h))  # [B, K, hh]
+        out = self.ensemble_out(hidden)  # [B, K, Branch*A]
+        return out.view(h.shape[0], self.ensemble_size, self.n_branches, self.n_actions).transpose(0, 1)
+
+    def forward(self, obs: torch.Tensor, support: torch.Tensor, taus: torch.Tensor | None = None,
+                with_ensemble: bool = False) -> NetworkOutput:
+        h = self.features(obs)
+        log_probs, q = self.distribution(h, support)
+        quantiles = None if taus is None else self.quantile_values(h, taus)
+        ensemble = self.ensemble_values(h) if with_ensemble else None
+        return NetworkOutput(log_probs, q, quantiles, taus, ensemble)

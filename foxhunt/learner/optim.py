@@ -1,0 +1,98 @@
+"""Optimisation pieces: AdamW with a device learning rate, cosine warm restarts, Polyak averaging.
+
+The learning rate lives in a device tensor that the optimiser reads at every
+step and the schedule rewrites on the device, so no Python float changes
+between updates. On CUDA the optimiser is ``capturable`` (its step counter is a
+device tensor too, so a CUDA graph can hold the whole update) and ``fused``
+(the per-parameter foreach path cost ~2 ms per update at the default network
+on an H200); on the CPU, where torch does not support ``capturable``, it runs
+the single-tensor path, which is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from foxhunt.learner.config import LearnerConfig
+
+__all__ = ["make_optimizer", "reset_optimizer", "LRSchedule", "polyak_update"]
+
+
+def make_optimizer(params: Sequence[torch.nn.Parameter], config: LearnerConfig, lr: torch.Tensor) -> torch.optim.AdamW:
+    """AdamW (decoupled weight decay) reading ``lr`` (a device tensor) each step, state allocated up front."""
+    cuda = params[0].device.type == "cuda"
+    optimizer = torch.optim.AdamW(
+        params, lr=lr, betas=tuple(config.adam_betas), eps=config.adam_eps, weight_decay=config.weight_decay,
+        capturable=cuda, fused=cuda or None,  # fused: a few kernels for all parameters, not a few per parameter
+    )
+    for p in params:
+        # allocated now rather than lazily at the first step: checkpoints have a fixed set of
+        # tensors, and the first captured step does not allocate
+        step_device = p.device if cuda else torch.device("cpu")
+        optimizer.state[p] = {
+            "step": torch.zeros((), dtype=torch.float32, device=step_device),
+            "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+            "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+        }
+    return optimizer
+
+
+@torch.no_grad()
+def reset_optimizer(optimizer: torch.optim.Optimizer) -> None:
+    """Fold boundary: zero the moments and the step count, in place (bias correction restarts)."""
+    for state in optimizer.state.values():
+        for tensor in state.values():
+            tensor.zero_()
+
+
+class LRSchedule:
+    """Constant, or cosine annealing with warm restarts (SGDR), computed on the device.
+
+    Cycle ``i`` lasts ``restart_period × restart_mult**i`` updates and anneals
+    from ``lr`` to ``lr_min``. ``lr`` is the tensor the optimiser reads.
+    """
+
+    def __init__(self, config: LearnerConfig, device: torch.device | str) -> None:
+        self.config = config
+        self.lr = torch.full((), config.lr, dtype=torch.float32, device=device)
+        self.step = torch.zeros((), dtype=torch.float64, device=device)
+
+    @torch.no_grad()
+    def advance(self) -> None:
+        c = self.config
+        self.step.add_(1.0)
+        if c.lr_schedule == "constant":
+            return
+        period, mult = float(c.restart_period), float(c.restart_mult)
+        if c.restart_mult == 1:
+            t_cur = torch.remainder(self.step, period)
+            length = torch.full_like(self.step, period)
+        else:
+            cycle = torch.floor(torch.log1p(self.step * (mult - 1.0) / period) / math.log(mult))
+            start = period * (torch.pow(mult, cycle) - 1.0) / (mult - 1.0)
+            t_cur = self.step - start
+            length = period * torch.pow(mult, cycle)
+        lr = c.lr_min + 0.5 * (c.lr - c.lr_min) * (1.0 + torch.cos(math.pi * t_cur / length))
+        self.lr.copy_(lr)
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Fold boundary: restart the schedule at its first cycle."""
+        self.step.zero_()
+        self.lr.fill_(self.config.lr)
+
+
+@torch.no_grad()
+def polyak_update(target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], tau: torch.Tensor) -> None:
+    """``target ← target + τ (online - target)`` for every tensor, with ``tau`` a device tensor (0-d).
+
+    Written as sub/mul/add: ``_foreach_lerp_`` takes a tensor weight as a Python
+    scalar and reads it back to the host (a sync inside the step).
+    """
+    target, online = list(target), list(online)
+    step = torch._foreach_sub(online, target)
+    torch._foreach_mul_(step, tau)
+    torch._foreach_add_(target, step)

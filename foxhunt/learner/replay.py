@@ -1,0 +1,180 @@
+"""Device-resident replay: a ring buffer of vectorised-env transitions with n-step returns and priorities.
+
+Layout is time-major, ``[rows, E]`` for ``E`` parallel environments, so the
+transition ``k`` steps after ``(row, env)`` is ``(row + k, env)``: n-step returns
+are assembled at *sampling* time from the current per-branch γ (an adaptive
+kernel may move γ; stored returns would go stale). A window stops early at an
+episode end (no bootstrap past a terminal) and at the newest row written (a
+shorter, still exact, m-step return bootstrapped with γ^m).
+
+Prioritized sampling draws by inverse CDF: a float64 cumulative sum of
+``priority^α`` over every slot and ``torch.searchsorted``. It needs no
+power-of-two tree, so any capacity is exact, and it is stratified (one draw per
+``1/B`` of the mass) as in Schaul et al. Empty slots carry zero mass and can
+never be drawn; if every filled slot has zero mass, sampling is uniform over
+the filled slots. Everything stays on the device: no ``.item()``, no host branch.
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+from torch import nn
+
+from foxhunt.actions import Branch
+from foxhunt.learner.config import ReplayConfig
+
+__all__ = ["Batch", "Replay"]
+
+
+@attrs.frozen
+class Batch:
+    """A sampled batch. B = batch size, D = observation width.
+
+    ``obs``/``next_obs`` ``[B, D]`` (``next_obs`` is the bootstrap observation m
+    steps later); ``actions`` ``[B, Branch]`` int64; ``returns`` ``[B, Branch]``
+    discounted m-step rewards; ``discounts`` ``[B, Branch]`` = γ_b^m, zero when the
+    episode ended inside the window; ``weights`` ``[B]`` importance weights
+    (max 1); ``indices`` ``[B]`` flat slot indices for priority updates.
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    returns: torch.Tensor
+    discounts: torch.Tensor
+    next_obs: torch.Tensor
+    weights: torch.Tensor
+    indices: torch.Tensor
+
+
+class Replay(nn.Module):
+    """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers)."""
+
+    def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
+                 device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        rows = config.capacity // n_envs
+        if rows < n_step + 1:
+            raise ValueError(
+                f"replay capacity {config.capacity} holds {rows} steps of {n_envs} environments; it needs at least "
+                f"n_step + 1 = {n_step + 1} steps: raise [learner.replay] capacity or lower n_step"
+            )
+        self.config = config
+        self.rows, self.n_envs, self.n_step, self.obs_dim = rows, n_envs, n_step, obs_dim
+        self.slots = rows * n_envs
+        self.generator = generator
+        kw = {"device": device}
+        self.register_buffer("obs", torch.zeros(rows, n_envs, obs_dim, dtype=dtype, **kw))
+        self.register_buffer("next_obs", torch.zeros(rows, n_envs, obs_dim, dtype=dtype, **kw))
+        self.register_buffer("actions", torch.zeros(rows, n_envs, len(Branch), dtype=torch.int64, **kw))
+        self.register_buffer("rewards", torch.zeros(rows, n_envs, dtype=dtype, **kw))
+        self.register_buffer("dones", torch.zeros(rows, n_envs, dtype=dtype, **kw))
+        self.register_buffer("priorities", torch.zeros(rows, n_envs, dtype=torch.float32, **kw))  # raw |δ| + eps
+        self.register_buffer("written", torch.zeros((), dtype=torch.int64, **kw))  # rows ever written
+        self.register_buffer("max_priority", torch.ones((), dtype=torch.float32, **kw))
+        self.register_buffer("step", torch.zeros((), dtype=torch.float32, **kw))  # anneals α and β
+        self.register_buffer("alpha", torch.full((), config.alpha, dtype=torch.float32, **kw))
+        self.register_buffer("beta", torch.full((), config.beta, dtype=torch.float32, **kw))
+        self.register_buffer("row_ids", torch.arange(rows, **kw))
+
+    # -- writing ---------------------------------------------------------------
+    @torch.no_grad()
+    def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+            dones: torch.Tensor) -> None:
+        """Append one step of every environment: ``obs``/``next_obs`` ``[E, D]``, ``actions`` ``[E, Branch]``,
+        ``rewards``/``dones`` ``[E]``. New transitions get the largest priority seen so far."""
+        row = torch.remainder(self.written, self.rows).view(1)
+        self.obs.index_copy_(0, row, obs.to(self.obs.dtype).unsqueeze(0))
+        self.next_obs.index_copy_(0, row, next_obs.to(self.obs.dtype).unsqueeze(0))
+        self.actions.index_copy_(0, row, actions.to(torch.int64).unsqueeze(0))
+        self.rewards.index_copy_(0, row, rewards.to(self.rewards.dtype).unsqueeze(0))
+        self.dones.index_copy_(0, row, dones.to(self.dones.dtype).unsqueeze(0))
+        self.priorities.index_copy_(0, row, self.max_priority.expand(1, self.n_envs))
+        self.written.add_(1)
+
+    @torch.no_grad()
+    def update_priorities(self, indices: torch.Tensor, td_error: torch.Tensor) -> None:
+        """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling)."""
+        priority = td_error.detach().abs().to(torch.float32) + self.config.priority_eps
+        self.priorities.view(-1).index_put_((indices,), priority)
+        torch.maximum(self.max_priority, priority.max(), out=self.max_priority)
+
+    @torch.no_grad()
+    def advance(self) -> None:
+        """One learner update done: move α and β along their linear anneal."""
+        self.step.add_(1.0)
+        frac = torch.clamp(self.step / self.config.anneal_steps, max=1.0)
+        c = self.config
+        self.alpha.copy_(c.alpha + (c.alpha_final - c.alpha) * frac)
+        self.beta.copy_(c.beta + (c.beta_final - c.beta) * frac)
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Fold boundary: empty the buffer and restart the anneal."""
+        for buffer in (self.obs, self.next_obs, self.actions, self.rewards, self.dones, self.priorities, self.written,
+                       self.step):
+            buffer.zero_()
+        self.max_priority.fill_(1.0)
+        self.alpha.fill_(self.config.alpha)
+        self.beta.fill_(self.config.beta)
+
+    # -- sampling --------------------------------------------------------------
+    def filled(self) -> torch.Tensor:
+        """``[rows, E]`` bool: slots holding a transition."""
+        return (self.row_ids < self.written)[:, None].expand(self.rows, self.n_envs)
+
+    def sampling_mass(self) -> torch.Tensor:
+        """``[slots]`` float64 unnormalised sampling probability of every slot."""
+        filled = self.filled().reshape(-1).to(torch.float64)
+        if not self.config.prioritized:
+            return filled
+        mass = self.priorities.reshape(-1).to(torch.float64).pow(self.alpha.to(torch.float64)) * filled
+        # all-zero mass (every priority 0): fall back to uniform over the filled slots, without a host branch
+        return torch.where(mass.sum() > 0, mass, filled)
+
+    @torch.no_grad()
+    def sample_indices(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stratified inverse-CDF draw: ``(indices [B] int64, importance weights [B], max 1)``."""
+        mass = self.sampling_mass()
+        cdf = torch.cumsum(mass, 0)
+        total = cdf[-1]
+        strata = torch.arange(batch_size, device=cdf.device, dtype=torch.float64)
+        u = (strata + torch.rand(batch_size, generator=self.generator, device=cdf.device, dtype=torch.float64))
+        u = torch.minimum(u * (total / batch_size), torch.nextafter(total, torch.zeros_like(total)))
+        indices = torch.searchsorted(cdf, u, right=True)
+        probs = mass[indices] / total
+        n_filled = torch.clamp(self.written, max=self.rows) * self.n_envs
+        weights = (n_filled * probs).pow(-self.beta.to(torch.float64))
+        weights = (weights / weights.max()).to(self.rewards.dtype)
+        return indices, weights
+
+    @torch.no_grad()
+    def sample(self, batch_size: int, gamma: torch.Tensor) -> Batch:
+        """Draw ``batch_size`` transitions with n-step returns under the per-branch discount ``gamma [Branch]``."""
+        indices, weights = self.sample_indices(batch_size)
+        row = torch.div(indices, self.n_envs, rounding_mode="floor")
+        env = torch.remainder(indices, self.n_envs)
+        newest = torch.remainder(self.written - 1, self.rows)
+        ahead = torch.remainder(newest - row, self.rows)  # steps written after this one
+        gamma = gamma.to(self.rewards.dtype)
+        returns = torch.zeros(batch_size, len(Branch), device=row.device, dtype=self.rewards.dtype)
+        alive = torch.ones(batch_size, device=row.device, dtype=self.rewards.dtype)
+        length = torch.zeros(batch_size, device=row.device, dtype=torch.int64)
+        for k in range(self.n_step):  # n_step is fixed for the run: a static unroll
+            r_k = torch.remainder(row + k, self.rows)
+            included = alive * (ahead >= k).to(alive.dtype)
+            returns = returns + (gamma**k)[None, :] * (self.rewards[r_k, env] * included)[:, None]
+            length = length + included.to(torch.int64)
+            alive = included * (1.0 - self.dones[r_k, env])
+        last = torch.remainder(row + length - 1, self.rows)
+        terminal = self.dones[last, env]
+        discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
+        return Batch(
+            obs=self.obs[row, env],
+            actions=self.actions[row, env],
+            returns=returns,
+            discounts=discounts,
+            next_obs=self.next_obs[last, env],
+            weights=weights,
+            indices=indices,
+        )

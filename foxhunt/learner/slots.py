@@ -1,0 +1,118 @@
+"""The ISV slots the learner reads, and their fallbacks when no plugin declares them.
+
+The learner never writes the ISV: adaptive kernels own these slots (they
+declare them and write them); the learner only reads them through live views,
+so a kernel's write is seen by the next update with no copy and no host sync.
+When a slot is absent from the layout the learner uses a constant device
+tensor made once from :class:`~foxhunt.learner.config.LearnerConfig`.
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+from foxhunt.actions import Branch
+from foxhunt.errors import LayoutError
+from foxhunt.isv import ISV
+from foxhunt.learner.config import LearnerConfig
+
+__all__ = [
+    "SUPPORT_CENTER",
+    "SUPPORT_HALF_WIDTH",
+    "TAU",
+    "GAMMA",
+    "HEALTH",
+    "CQL_ALPHA",
+    "GRAD_BALANCE",
+    "SLOT_WIDTHS",
+    "LearnerReads",
+    "read_slot",
+]
+
+SUPPORT_CENTER = "support.center"  # per-branch centre of the C51 atom support (normalised return units)
+SUPPORT_HALF_WIDTH = "support.half_width"  # per-branch half width: atoms span centre ± half width
+TAU = "tau.value"  # Polyak target-update rate
+GAMMA = "gamma.branch"  # per-branch discount
+HEALTH = "health.value"  # learning health in [0, 1]; c51 label smoothing rises as it falls
+CQL_ALPHA = "cql.alpha"  # conservative-penalty strength
+GRAD_BALANCE = "grad_balance.scale"  # per-branch weight of every loss's branch average
+
+N_BRANCHES = len(Branch)
+SLOT_WIDTHS: dict[str, int] = {
+    SUPPORT_CENTER: N_BRANCHES,
+    SUPPORT_HALF_WIDTH: N_BRANCHES,
+    TAU: 1,
+    GAMMA: N_BRANCHES,
+    HEALTH: 1,
+    CQL_ALPHA: 1,
+    GRAD_BALANCE: N_BRANCHES,
+}
+
+
+def read_slot(isv: ISV, name: str) -> torch.Tensor | None:
+    """A live view of slot ``name`` when the layout has it (width checked), else ``None``."""
+    if name not in isv.layout.offsets:
+        return None
+    expected = SLOT_WIDTHS.get(name)
+    width = isv.layout.width(name)
+    if expected is not None and width != expected:
+        owner = isv.layout.slot(name).owner
+        raise LayoutError(
+            f"ISV slot {name!r} (declared by {owner!r}) has width {width}, but the learner reads it as width "
+            f"{expected}; declare it with registrar.slot({name!r}, width={expected})"
+        )
+    return isv.view(name)
+
+
+@attrs.frozen
+class LearnerReads:
+    """Live tensors the update reads each step: ISV views, or constant fallbacks.
+
+    Shapes: ``center``, ``half_width``, ``gamma``, ``grad_balance`` are ``[Branch]``;
+    ``tau``, ``health``, ``cql_alpha`` are ``[1]``. ``sources`` says, per slot
+    name, whether it comes from the ISV or from the config (for ``foxhunt
+    plugins inspect`` and the docs).
+    """
+
+    center: torch.Tensor
+    half_width: torch.Tensor
+    tau: torch.Tensor
+    gamma: torch.Tensor
+    health: torch.Tensor
+    cql_alpha: torch.Tensor
+    grad_balance: torch.Tensor
+    sources: dict[str, str]
+
+    @classmethod
+    def build(cls, isv: ISV, config: LearnerConfig) -> LearnerReads:
+        device = isv.tensor.device
+        fallbacks = {
+            SUPPORT_CENTER: [0.5 * (config.v_min + config.v_max)] * N_BRANCHES,
+            SUPPORT_HALF_WIDTH: [0.5 * (config.v_max - config.v_min)] * N_BRANCHES,
+            TAU: [config.tau],
+            GAMMA: [config.gamma] * N_BRANCHES,
+            HEALTH: [1.0],
+            CQL_ALPHA: [config.cql_alpha],
+            GRAD_BALANCE: [1.0] * N_BRANCHES,
+        }
+        tensors: dict[str, torch.Tensor] = {}
+        sources: dict[str, str] = {}
+        for name, fallback in fallbacks.items():
+            view = read_slot(isv, name)
+            if view is None:
+                tensors[name] = torch.tensor(fallback, dtype=torch.float32, device=device)
+                sources[name] = "config"
+            else:
+                tensors[name] = view
+                sources[name] = "isv"
+        return cls(
+            center=tensors[SUPPORT_CENTER],
+            half_width=tensors[SUPPORT_HALF_WIDTH],
+            tau=tensors[TAU],
+            gamma=tensors[GAMMA],
+            health=tensors[HEALTH],
+            cql_alpha=tensors[CQL_ALPHA],
+            grad_balance=tensors[GRAD_BALANCE],
+            sources=sources,
+        )

@@ -1,0 +1,42 @@
+"""CQL: the conservative penalty ``α (logsumexp_a Q(s, a) - Q(s, a_taken))`` per branch (Kumar et al. 2020).
+
+It pushes down the values of actions the data never took, relative to the one
+it did. ``logsumexp`` runs over each branch's real actions only (padded actions
+have ``Q = -inf``, contributing ``exp(-inf) = 0``). α is the ``cql.alpha`` ISV
+slot when an adaptive plugin declares it, else ``[learner] cql_alpha``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from foxhunt.hookspecs import hookimpl
+from foxhunt.learner import LossInputs
+from foxhunt.learner.slots import CQL_ALPHA
+from foxhunt.records import LossComponent
+
+__all__ = ["NAME", "DEFAULT_BUDGET", "cql_loss", "foxhunt_loss_components"]
+
+NAME = "cql"
+DEFAULT_BUDGET = 0.10  # the five built-in defaults sum to 1 (see foxhunt_plugins.losses)
+
+
+def cql_loss(inputs: LossInputs) -> torch.Tensor:
+    q = inputs.online.q  # [B, Branch, A], padded actions -inf
+    gap = torch.logsumexp(q, dim=-1) - inputs.taken(q)  # [B, Branch]
+    return inputs.cql_alpha.squeeze(0) * inputs.batch_mean(inputs.branch_mean(gap))
+
+
+@hookimpl
+def foxhunt_loss_components(config: Any) -> list[LossComponent]:
+    return [
+        LossComponent(
+            name=NAME,
+            budget=DEFAULT_BUDGET,
+            loss=cql_loss,
+            description="conservative Q penalty: logsumexp over each branch's actions minus the taken action",
+            reads=(CQL_ALPHA,),
+        )
+    ]

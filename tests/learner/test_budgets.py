@@ -1,0 +1,121 @@
+"""Gradient budgets (invariant 9): validation, per-component clipping, the combined bound, the safety clip."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foxhunt.errors import BudgetError
+from foxhunt.learner import GradientBudget, resolve_budgets
+from foxhunt.records import LossComponent
+
+
+def component(name: str, budget: float) -> LossComponent:
+    return LossComponent(name=name, budget=budget, loss=lambda inputs: inputs, description=f"{name} test loss")
+
+
+def test_budgets_not_summing_to_one_name_components_and_sum() -> None:
+    comps = [component("c51", 0.5), component("mse", 0.3), component("cql", 0.1)]
+    with pytest.raises(BudgetError) as error:
+        resolve_budgets(comps, {})
+    message = str(error.value)
+    assert "c51=0.5" in message and "mse=0.3" in message and "cql=0.1" in message
+    assert "0.9" in message
+    with pytest.raises(BudgetError, match=r"cql=0.4 \+ iqn=0.4 = 1.6"):
+        resolve_budgets(comps + [component("iqn", 0.4)], {"iqn": 0.4, "cql": 0.4})
+
+
+def test_overrides_replace_defaults_and_unknown_names_are_rejected() -> None:
+    comps = [component("c51", 0.5), component("mse", 0.5)]
+    assert resolve_budgets(comps, {"c51": 0.7, "mse": 0.3}) == (0.7, 0.3)
+    with pytest.raises(BudgetError, match="iqn.*enabled: c51, mse"):
+        resolve_budgets(comps, {"iqn": 0.1})
+    with pytest.raises(BudgetError, match="no loss components"):
+        resolve_budgets([], {})
+
+
+def test_decimal_budgets_that_sum_to_one_are_accepted() -> None:
+    names = ["a", "b", "c", "d", "e", "f", "g"]
+    budgets = [0.1, 0.2, 0.1, 0.15, 0.15, 0.2, 0.1]
+    assert resolve_budgets([component(n, b) for n, b in zip(names, budgets, strict=True)], {}) == tuple(budgets)
+
+
+def isolated_setup(mode: str) -> tuple[list[torch.nn.Parameter], list[torch.Tensor], GradientBudget, list[float]]:
+    g = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(5, 4, generator=g)), torch.nn.Parameter(torch.randn(4, generator=g))]
+    x = torch.randn(8, 4, generator=g)
+    budgets = [0.5, 0.3, 0.2]
+    # three losses with very different gradient scales, sharing parameters
+    losses = [
+        1e3 * ((x @ params[0].T) ** 2).mean(),
+        (params[1] * x).sum().abs() * 50,
+        1e-4 * (params[0].sum() + params[1].sum()),
+    ]
+    return params, losses, GradientBudget(params, budgets, max_grad_norm=2.0, mode=mode), budgets
+
+
+@pytest.mark.parametrize("mode", ["loop", "batched"])
+def test_each_component_clipped_to_its_budget_and_combined_within_max(mode: str) -> None:
+    params, losses, budget, fractions = isolated_setup(mode)
+    separate = [torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True, materialize_grads=True)
+                for loss in losses]
+    budget.apply(losses)
+    for k, grads in enumerate(separate):
+        norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))
+        torch.testing.assert_close(budget.component_norms[k], norm)
+        assert float(budget.clipped_norms[k]) <= fractions[k] * 2.0 * (1 + 1e-6)
+    # the first two are far over budget: clipped exactly to it; the third is under: untouched
+    torch.testing.assert_close(budget.clipped_norms[:2], torch.tensor([1.0, 0.6]))
+    torch.testing.assert_close(budget.clipped_norms[2], budget.component_norms[2])
+    # the result is the sum of the individually clipped gradients (no mixing before the clip)
+    expected = [sum(float(budget.clipped_norms[k] / budget.component_norms[k]) * separate[k][i] for k in range(3))
+                for i in range(2)]
+    for p, e in zip(params, expected, strict=True):
+        torch.testing.assert_close(p.grad, e)
+    total = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in params]))
+    assert float(total) <= 2.0 * (1 + 1e-6)
+    assert int(budget.safety_clips) == 0
+
+
+def test_loop_and_batched_modes_agree() -> None:
+    results = []
+    for mode in ("loop", "batched"):
+        params, losses, budget, _ = isolated_setup(mode)
+        budget.apply(losses)
+        results.append([p.grad.clone() for p in params])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_safety_clip_counts_when_budgets_are_bypassed() -> None:
+    """The count is live: forcing limits above max_grad_norm makes the safety clip fire (and clip)."""
+    params, losses, budget, _ = isolated_setup("loop")
+    budget.limits.fill_(100.0)
+    budget.apply(losses)
+    assert int(budget.safety_clips) == 1
+    total = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in params]))
+    torch.testing.assert_close(total, torch.tensor(2.0))
+
+
+@pytest.mark.parametrize("mode", ["loop", "batched"])
+def test_learner_updates_respect_budgets_and_never_safety_clip(make_learner, mode: str) -> None:
+    learner = make_learner(max_grad_norm=0.05, grad_mode=mode)  # small: every component clips
+    for _ in range(6):
+        learner.step(64)
+        metrics = learner.metrics()
+        for comp, fraction in zip(learner.components, learner.budgets, strict=True):
+            assert float(metrics[f"grad_norm_clipped.{comp.name}"]) <= fraction * 0.05 * (1 + 1e-5)
+            assert float(metrics[f"grad_norm.{comp.name}"]) > fraction * 0.05
+        assert float(metrics["grad_norm.combined"]) <= 0.05 * (1 + 1e-5)
+    assert int(learner.metrics()["grad.safety_clips"]) == 0
+
+
+def test_loop_and_batched_learners_agree(make_learner) -> None:
+    params = []
+    for mode in ("loop", "batched"):
+        learner = make_learner(grad_mode=mode, dtype=torch.float64)
+        for _ in range(3):
+            learner.step(32)
+        params.append([p.detach().clone() for p in learner.params])
+    for a, b in zip(*params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
