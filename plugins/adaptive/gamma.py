@@ -1,0 +1,110 @@
+"""Per-branch discount γ, coupled to learning health, within configured per-branch bounds.
+
+``γ_b = min_b + (max_b − min_b) × health``.
+
+Why: the effective horizon is ``1 / (1 − γ)``. A long horizon compounds every
+error of the bootstrapped target over many steps; when health falls, a shorter
+horizon cuts that amplification until learning recovers, and γ returns to its
+maximum as health does. Bounds are per branch because direction and magnitude
+decide P&L over many bars, while order type and urgency mostly decide the next
+fill's cost. One device row per branch, after every learner update;
+``health.value`` defaults to 1 when the health plugin is not loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foxhunt.actions import Branch
+from foxhunt.adaptive_config import adaptive_config_of
+from foxhunt.dims import DimTable, auto
+from foxhunt.hookspecs import hookimpl
+from foxhunt.kernels import DualKernel, device_function
+from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
+from foxhunt.records import Kernel, KernelPoint
+from foxhunt.registrar import Registrar
+from foxhunt.state import ResetCategory
+from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets
+
+__all__ = ["VALUE", "GAMMA_INIT", "GammaSlot", "GammaParam", "GammaMonitor", "GAMMA_KERNEL", "gamma_params",
+           "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
+
+VALUE = "gamma.branch"
+HEALTH = "health.value"
+GAMMA_INIT = 0.99  # the learner's default γ, used until the first update of a fold
+
+
+class GammaSlot(DimTable):
+    """Positions in the γ kernel's slot-offset vector."""
+
+    VALUE = auto()
+    HEALTH = auto()
+
+
+class GammaParam(DimTable):
+    """Columns of the γ kernel's parameter table ``[Branch, GammaParam]``."""
+
+    MIN = auto()
+    MAX = auto()
+
+
+@device_function
+def _gamma_row(b, args):
+    isv, off, prm = args
+    health = clamp(read_or(isv, off[GammaSlot.HEALTH], 1.0), 0.0, 1.0)
+    low = prm[b, GammaParam.MIN]
+    isv[off[GammaSlot.VALUE] + b] = low + (prm[b, GammaParam.MAX] - low) * health
+
+
+GAMMA_KERNEL = DualKernel(_gamma_row, "gamma.update")
+
+
+def gamma_params(config: Any) -> list[list[float]]:
+    """Parameter table ``[Branch, GammaParam]``."""
+    cfg = adaptive_config_of(config).gamma
+    table = [[0.0] * GammaParam.size() for _ in Branch]
+    for branch in Branch:
+        table[branch][GammaParam.MIN] = cfg.minimum[branch]
+        table[branch][GammaParam.MAX] = cfg.maximum[branch]
+    return table
+
+
+class GammaMonitor(AdaptiveMonitor):
+    """Observes the per-branch discounts."""
+
+    name = "gamma"
+    reads = (VALUE,)
+    labels = {VALUE: Branch.names()}
+
+
+@hookimpl
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.slot(VALUE, width=len(Branch), init=GAMMA_INIT, doc="discount per action branch [Branch], health-coupled")
+    registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from health at every update")
+    registrar.state(MONITOR_STATE_PREFIX + GammaMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
+                    doc="fire-rate statistics of the γ monitor (per fold)")
+
+
+@hookimpl
+def foxhunt_kernels(config: Any) -> list[Kernel]:
+    params = gamma_params(config)
+
+    def bind(context):
+        offsets = slot_offsets(context, (VALUE, HEALTH), optional=(HEALTH,))
+        return [(GAMMA_KERNEL, N_BRANCHES, (context.isv, offsets, param_tensor(params, context)))]
+
+    return [
+        Kernel(
+            name="gamma.update",
+            point=KernelPoint.STEP,
+            run=BoundRun(bind),
+            description="per-branch discount between configured bounds, rising with learning health",
+            writes=(VALUE,),
+            reads=(HEALTH,),
+        )
+    ]
+
+
+@hookimpl
+def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+    return [GammaMonitor()]

@@ -1,0 +1,246 @@
+"""Learning health in [0, 1], computed on the device after every learner update.
+
+Four symptoms of a Q-learner going wrong, each scored in [0, 1] (1 = healthy):
+
+- Q-gap ``s_gap = mean_b gap_b / (gap_b + gap_scale)``: ``gap_b`` (max − mean
+  Q over branch b's actions) collapsing to zero means the heads no longer tell
+  actions apart;
+- Q-drift ``s_drift = 1 / (1 + d / drift_tol)`` with
+  ``d = mean_b |q_b − q̄_b| / (|q̄_b| + q_scale)`` against the slow EMA ``q̄_b``:
+  values running away from their own recent level is the signature of
+  bootstrapped divergence;
+- gradient spike ``s_grad = 1 / (1 + max(0, ĝ_fast / ĝ_slow − 1) / grad_tol)``;
+- loss trend ``s_loss = 1 / (1 + max(0, (l̂_fast − l̂_slow) / |l̂_slow|) / loss_tol)``.
+
+``raw = Π s_k^{w_k}`` (weights normalised to sum 1: a weighted geometric mean,
+so one failing symptom pulls health down however good the others are), and
+``health.value ← health.value + (raw − health.value) / HEALTH_DECAY_STEPS``.
+The symptom EMAs warm up with rate ``max(rate, 1 / (n + 1))`` (the first
+observation sets them) and restart at every fold; ``health.value`` is
+soft-reset to :data:`HEALTH_BOOTSTRAP`. See docs/adaptive.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foxhunt.actions import Branch
+from foxhunt.adaptive_config import adaptive_config_of
+from foxhunt.dims import DimTable, auto
+from foxhunt.hookspecs import hookimpl
+from foxhunt.kernels import DualKernel, device_function
+from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
+from foxhunt.records import Kernel, KernelPoint
+from foxhunt.registrar import Registrar
+from foxhunt.state import ResetCategory
+from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, param_tensor, signal_of, slot_offsets
+
+__all__ = [
+    "VALUE",
+    "RAW",
+    "COUNT",
+    "Q_MEAN_EMA",
+    "GRAD_FAST",
+    "GRAD_SLOW",
+    "LOSS_FAST",
+    "LOSS_SLOW",
+    "HEALTH_BOOTSTRAP",
+    "HEALTH_DECAY_STEPS",
+    "SIGNALS",
+    "HealthSlot",
+    "HealthParam",
+    "HealthMonitor",
+    "HEALTH_KERNEL",
+    "foxhunt_declare",
+    "foxhunt_kernels",
+    "foxhunt_monitors",
+]
+
+VALUE = "health.value"
+RAW = "health.raw"
+COUNT = "health.count"
+Q_MEAN_EMA = "health.q_mean_ema"
+GRAD_FAST = "health.grad_fast"
+GRAD_SLOW = "health.grad_slow"
+LOSS_FAST = "health.loss_fast"
+LOSS_SLOW = "health.loss_slow"
+
+HEALTH_BOOTSTRAP = 0.5  # "don't know yet": a new fold starts half-healthy
+HEALTH_DECAY_STEPS = 100  # EMA length of health.value, in learner updates
+EPS = 1e-12
+
+Q_GAP = "learner.q_gap"
+Q_MEAN = "learner.q_mean"
+GRAD_NORM = "learner.grad_norm"
+LOSS = "learner.loss"
+SIGNALS = {Q_GAP: (N_BRANCHES,), Q_MEAN: (N_BRANCHES,), GRAD_NORM: (1,), LOSS: (1,)}
+
+
+class HealthSlot(DimTable):
+    """Positions in the health kernel's slot-offset vector."""
+
+    VALUE = auto()
+    RAW = auto()
+    COUNT = auto()
+    Q_MEAN_EMA = auto()
+    GRAD_FAST = auto()
+    GRAD_SLOW = auto()
+    LOSS_FAST = auto()
+    LOSS_SLOW = auto()
+
+
+SLOT_NAMES = (VALUE, RAW, COUNT, Q_MEAN_EMA, GRAD_FAST, GRAD_SLOW, LOSS_FAST, LOSS_SLOW)
+
+
+class HealthParam(DimTable):
+    """Positions in the health kernel's parameter vector."""
+
+    W_GAP = auto()
+    W_DRIFT = auto()
+    W_GRAD = auto()
+    W_LOSS = auto()
+    GAP_SCALE = auto()
+    Q_SCALE = auto()
+    DRIFT_TOL = auto()
+    GRAD_TOL = auto()
+    LOSS_TOL = auto()
+    FAST_RATE = auto()
+    SLOW_RATE = auto()
+    RATE = auto()
+
+
+@device_function
+def _score(excess, tol):
+    return 1.0 / (1.0 + max(excess, 0.0) / tol)
+
+
+@device_function
+def _health_row(i, args):
+    isv, off, prm, q_gap, q_mean, grad_norm, loss = args
+    n = isv[off[HealthSlot.COUNT]]
+    fast = max(prm[HealthParam.FAST_RATE], 1.0 / (n + 1.0))
+    slow = max(prm[HealthParam.SLOW_RATE], 1.0 / (n + 1.0))
+    gap_score = 0.0
+    drift = 0.0
+    for b in range(N_BRANCHES):
+        gap = max(q_gap[b], 0.0)
+        gap_score += gap / (gap + prm[HealthParam.GAP_SCALE])
+        slot = off[HealthSlot.Q_MEAN_EMA] + b
+        reference = isv[slot] if n > 0.0 else q_mean[b]  # drift against the level before this observation
+        drift += abs(q_mean[b] - reference) / (abs(reference) + prm[HealthParam.Q_SCALE])
+        isv[slot] = reference + slow * (q_mean[b] - reference)
+    gap_score /= N_BRANCHES
+    drift /= N_BRANCHES
+    g_fast = isv[off[HealthSlot.GRAD_FAST]]
+    g_slow = isv[off[HealthSlot.GRAD_SLOW]]
+    g_fast = g_fast + fast * (grad_norm[0] - g_fast)
+    g_slow = g_slow + slow * (grad_norm[0] - g_slow)
+    l_fast = isv[off[HealthSlot.LOSS_FAST]]
+    l_slow = isv[off[HealthSlot.LOSS_SLOW]]
+    l_fast = l_fast + fast * (loss[0] - l_fast)
+    l_slow = l_slow + slow * (loss[0] - l_slow)
+    isv[off[HealthSlot.GRAD_FAST]] = g_fast
+    isv[off[HealthSlot.GRAD_SLOW]] = g_slow
+    isv[off[HealthSlot.LOSS_FAST]] = l_fast
+    isv[off[HealthSlot.LOSS_SLOW]] = l_slow
+    s_drift = _score(drift, prm[HealthParam.DRIFT_TOL])
+    s_grad = _score(g_fast / (g_slow + EPS) - 1.0, prm[HealthParam.GRAD_TOL])
+    s_loss = _score((l_fast - l_slow) / (abs(l_slow) + EPS), prm[HealthParam.LOSS_TOL])
+    raw = (
+        gap_score ** prm[HealthParam.W_GAP]
+        * s_drift ** prm[HealthParam.W_DRIFT]
+        * s_grad ** prm[HealthParam.W_GRAD]
+        * s_loss ** prm[HealthParam.W_LOSS]
+    )
+    value = isv[off[HealthSlot.VALUE]]
+    isv[off[HealthSlot.VALUE]] = value + prm[HealthParam.RATE] * (raw - value)
+    isv[off[HealthSlot.RAW]] = raw
+    isv[off[HealthSlot.COUNT]] = n + 1.0
+
+
+HEALTH_KERNEL = DualKernel(_health_row, "health.update")
+
+
+def health_params(config: Any) -> list[float]:
+    """The parameter vector ``[HealthParam]`` for ``config`` (anything :func:`adaptive_config_of` accepts)."""
+    cfg = adaptive_config_of(config).health
+    params = [0.0] * HealthParam.size()
+    (
+        params[HealthParam.W_GAP],
+        params[HealthParam.W_DRIFT],
+        params[HealthParam.W_GRAD],
+        params[HealthParam.W_LOSS],
+    ) = cfg.normalised_weights()
+    params[HealthParam.GAP_SCALE] = cfg.gap_scale
+    params[HealthParam.Q_SCALE] = cfg.q_scale
+    params[HealthParam.DRIFT_TOL] = cfg.drift_tol
+    params[HealthParam.GRAD_TOL] = cfg.grad_tol
+    params[HealthParam.LOSS_TOL] = cfg.loss_tol
+    params[HealthParam.FAST_RATE] = cfg.fast_rate
+    params[HealthParam.SLOW_RATE] = cfg.slow_rate
+    params[HealthParam.RATE] = 1.0 / HEALTH_DECAY_STEPS
+    return params
+
+
+class HealthMonitor(AdaptiveMonitor):
+    """Observes learning health, its instantaneous raw value and the symptom EMAs."""
+
+    name = "health"
+    reads = (VALUE, RAW, GRAD_FAST, GRAD_SLOW, LOSS_FAST, LOSS_SLOW)
+
+
+@hookimpl
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.slot(VALUE, init=HEALTH_BOOTSTRAP, doc="learning health in [0, 1] (1 = healthy), EMA of health.raw")
+    registrar.state(
+        VALUE, ResetCategory.SOFT_RESET, decay_steps=HEALTH_DECAY_STEPS,
+        doc=f"bootstrap {HEALTH_BOOTSTRAP} at each fold, then an EMA of health.raw over {HEALTH_DECAY_STEPS} updates",
+    )
+    registrar.slot(RAW, init=HEALTH_BOOTSTRAP, doc="instantaneous health: weighted geometric mean of the four symptom scores")
+    registrar.state(RAW, ResetCategory.FOLD_RESET, doc="recomputed at every update")
+    registrar.slot(COUNT, doc="updates observed this fold (sets the warm-up rate of the symptom EMAs)")
+    registrar.state(COUNT, ResetCategory.FOLD_RESET, doc="restarts the symptom EMAs' warm-up at every fold")
+    registrar.slot(Q_MEAN_EMA, width=len(Branch), doc="slow EMA of the mean Q per branch [Branch] (Q-drift reference)")
+    registrar.state(Q_MEAN_EMA, ResetCategory.FOLD_RESET, doc="a new fold's market sets a new Q level")
+    for name, what in ((GRAD_FAST, "fast EMA of the combined gradient norm"), (GRAD_SLOW, "slow EMA of the combined gradient norm"),
+                       (LOSS_FAST, "fast EMA of the total loss"), (LOSS_SLOW, "slow EMA of the total loss")):
+        registrar.slot(name, doc=what)
+        registrar.state(name, ResetCategory.FOLD_RESET, doc="symptom EMA; warms up again from the fold's first update")
+    registrar.state(
+        MONITOR_STATE_PREFIX + HealthMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
+        doc="fire-rate statistics of the health monitor (per fold)",
+    )
+
+
+def _bind(config: Any):
+    params = health_params(config)
+
+    def bind(context):
+        tensors = (
+            context.isv,
+            slot_offsets(context, SLOT_NAMES),
+            param_tensor(params, context),
+            *(signal_of(context, name, shape, HEALTH_KERNEL.name) for name, shape in SIGNALS.items()),
+        )
+        return [(HEALTH_KERNEL, 1, tensors)]
+
+    return bind
+
+
+@hookimpl
+def foxhunt_kernels(config: Any) -> list[Kernel]:
+    return [
+        Kernel(
+            name="health.update",
+            point=KernelPoint.STEP,
+            run=BoundRun(_bind(config)),
+            description="learning health from Q-gap, Q-drift, gradient-norm and loss-trend EMAs (docs/adaptive.md)",
+            writes=SLOT_NAMES,
+            reads=tuple(SIGNALS),
+        )
+    ]
+
+
+@hookimpl
+def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+    return [HealthMonitor()]

@@ -1,0 +1,80 @@
+"""Values written once into the ISV when a run is built: no schedule, no monitor.
+
+``cql.alpha``: the strength of the conservative (CQL) penalty, from
+``[adaptive.static] cql_alpha``. It lives in the ISV rather than in a Python
+float so the learner reads it on the device like every other adaptive value,
+and a later mechanism could move it without touching the learner. Written by
+a one-row device kernel at ``KernelPoint.CONSTRUCT``; training-persist, since
+a fold reset must not undo the configured value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foxhunt.adaptive_config import adaptive_config_of
+from foxhunt.dims import DimTable, auto
+from foxhunt.hookspecs import hookimpl
+from foxhunt.kernels import DualKernel, device_function
+from foxhunt.records import Kernel, KernelPoint
+from foxhunt.registrar import Registrar
+from foxhunt.state import ResetCategory
+from foxhunt_plugins.adaptive.common import BoundRun, param_tensor, slot_offsets
+
+__all__ = ["CQL_ALPHA", "CQL_ALPHA_INIT", "StaticSlot", "StaticParam", "STATIC_KERNEL", "static_params",
+           "foxhunt_declare", "foxhunt_kernels"]
+
+CQL_ALPHA = "cql.alpha"
+CQL_ALPHA_INIT = 0.1  # the learner's default α; the construct kernel writes the configured one
+
+
+class StaticSlot(DimTable):
+    """Positions in the static kernel's slot-offset vector."""
+
+    CQL_ALPHA = auto()
+
+
+class StaticParam(DimTable):
+    """Positions in the static kernel's parameter vector."""
+
+    CQL_ALPHA = auto()
+
+
+@device_function
+def _static_row(i, args):
+    isv, off, prm = args
+    isv[off[StaticSlot.CQL_ALPHA]] = prm[StaticParam.CQL_ALPHA]
+
+
+STATIC_KERNEL = DualKernel(_static_row, "static.write")
+
+
+def static_params(config: Any) -> list[float]:
+    cfg = adaptive_config_of(config).static
+    params = [0.0] * StaticParam.size()
+    params[StaticParam.CQL_ALPHA] = cfg.cql_alpha
+    return params
+
+
+@hookimpl
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.slot(CQL_ALPHA, init=CQL_ALPHA_INIT, doc="strength of the conservative (CQL) penalty")
+    registrar.state(CQL_ALPHA, ResetCategory.TRAINING_PERSIST, doc="written once at construction from the config")
+
+
+@hookimpl
+def foxhunt_kernels(config: Any) -> list[Kernel]:
+    params = static_params(config)
+
+    def bind(context):
+        return [(STATIC_KERNEL, 1, (context.isv, slot_offsets(context, (CQL_ALPHA,)), param_tensor(params, context)))]
+
+    return [
+        Kernel(
+            name="static.write",
+            point=KernelPoint.CONSTRUCT,
+            run=BoundRun(bind),
+            description="writes the configured CQL α base into the ISV once, when the run is built",
+            writes=(CQL_ALPHA,),
+        )
+    ]

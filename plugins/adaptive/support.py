@@ -1,0 +1,151 @@
+"""Per-branch C51 atom support (centre and half-width) following the per-branch Q statistics.
+
+Targets per branch ``b`` from the learner's batch statistics of expected Q:
+``c*_b = clamp(q_mean_b, −center_bound, center_bound)`` and
+``h*_b = clamp(std_multiple × q_std_b, min_half_width, max_half_width)``.
+
+Adaptive-rate EMA: the further the target is from the current support,
+measured in current half-widths, the faster the support follows:
+``d = (|c*_b − c_b| + |h*_b − h_b|) / h_b``,
+``r = clamp(r0 × (1 + d), r0, max_rate)`` with ``r0 = 1 / SUPPORT_DECAY_STEPS``;
+``c_b ← c_b + r (c*_b − c_b)``, ``h_b ← max(min_half_width, h_b + r (h*_b − h_b))``.
+A settled support moves at the base rate (stable targets for the C51
+projection); one that is badly off catches up within a few updates.
+
+Both slots are soft-reset: a fold starts from the bootstrap support
+[−10, 10] (the learner's default) and converges toward the fold's Q
+statistics at least as fast as ``(1 − r0)^t``. The learner places its atoms at
+``c_b + h_b × linspace(−1, 1, atoms)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foxhunt.actions import Branch
+from foxhunt.adaptive_config import adaptive_config_of
+from foxhunt.dims import DimTable, auto
+from foxhunt.hookspecs import hookimpl
+from foxhunt.kernels import DualKernel, device_function
+from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
+from foxhunt.records import Kernel, KernelPoint
+from foxhunt.registrar import Registrar
+from foxhunt.state import ResetCategory
+from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
+
+__all__ = ["CENTER", "HALF_WIDTH", "CENTER_BOOTSTRAP", "HALF_WIDTH_BOOTSTRAP", "SUPPORT_DECAY_STEPS", "SIGNALS",
+           "SupportSlot", "SupportParam", "SupportMonitor", "SUPPORT_KERNEL", "support_params",
+           "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
+
+CENTER = "support.center"
+HALF_WIDTH = "support.half_width"
+CENTER_BOOTSTRAP = 0.0
+HALF_WIDTH_BOOTSTRAP = 10.0  # [−10, 10]: the learner's default v_min, v_max
+SUPPORT_DECAY_STEPS = 100  # 1 / base EMA rate, in learner updates
+
+Q_MEAN = "learner.q_mean"
+Q_STD = "learner.q_std"
+SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,)}
+
+
+class SupportSlot(DimTable):
+    """Positions in the support kernel's slot-offset vector."""
+
+    CENTER = auto()
+    HALF_WIDTH = auto()
+
+
+class SupportParam(DimTable):
+    """Positions in the support kernel's parameter vector."""
+
+    STD_MULTIPLE = auto()
+    MIN_HALF_WIDTH = auto()
+    MAX_HALF_WIDTH = auto()
+    CENTER_BOUND = auto()
+    BASE_RATE = auto()
+    MAX_RATE = auto()
+
+
+@device_function
+def _support_row(b, args):
+    isv, off, prm, q_mean, q_std = args
+    low = prm[SupportParam.MIN_HALF_WIDTH]
+    bound = prm[SupportParam.CENTER_BOUND]
+    c_slot = off[SupportSlot.CENTER] + b
+    h_slot = off[SupportSlot.HALF_WIDTH] + b
+    center = isv[c_slot]
+    half = max(isv[h_slot], low)
+    c_target = clamp(q_mean[b], -bound, bound)
+    h_target = clamp(prm[SupportParam.STD_MULTIPLE] * max(q_std[b], 0.0), low, prm[SupportParam.MAX_HALF_WIDTH])
+    distance = (abs(c_target - center) + abs(h_target - half)) / half
+    base = prm[SupportParam.BASE_RATE]
+    rate = clamp(base * (1.0 + distance), base, max(base, prm[SupportParam.MAX_RATE]))
+    isv[c_slot] = center + rate * (c_target - center)
+    isv[h_slot] = max(low, half + rate * (h_target - half))
+
+
+SUPPORT_KERNEL = DualKernel(_support_row, "support.update")
+
+
+def support_params(config: Any) -> list[float]:
+    cfg = adaptive_config_of(config).support
+    params = [0.0] * SupportParam.size()
+    params[SupportParam.STD_MULTIPLE] = cfg.std_multiple
+    params[SupportParam.MIN_HALF_WIDTH] = cfg.min_half_width
+    params[SupportParam.MAX_HALF_WIDTH] = cfg.max_half_width
+    params[SupportParam.CENTER_BOUND] = cfg.center_bound
+    params[SupportParam.BASE_RATE] = 1.0 / SUPPORT_DECAY_STEPS
+    params[SupportParam.MAX_RATE] = cfg.max_rate
+    return params
+
+
+class SupportMonitor(AdaptiveMonitor):
+    """Observes the per-branch atom supports."""
+
+    name = "support"
+    reads = (CENTER, HALF_WIDTH)
+    labels = {CENTER: Branch.names(), HALF_WIDTH: Branch.names()}
+
+
+@hookimpl
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.slot(CENTER, width=len(Branch), init=CENTER_BOOTSTRAP,
+                   doc="centre of each branch's C51 atom support [Branch] (normalised return units)")
+    registrar.state(CENTER, ResetCategory.SOFT_RESET, decay_steps=SUPPORT_DECAY_STEPS,
+                    doc=f"bootstrap {CENTER_BOOTSTRAP} at each fold, then follows the mean Q (adaptive-rate EMA)")
+    registrar.slot(HALF_WIDTH, width=len(Branch), init=HALF_WIDTH_BOOTSTRAP,
+                   doc="half-width of each branch's atom support [Branch]: atoms span centre ± half-width")
+    registrar.state(HALF_WIDTH, ResetCategory.SOFT_RESET, decay_steps=SUPPORT_DECAY_STEPS,
+                    doc=f"bootstrap {HALF_WIDTH_BOOTSTRAP} at each fold, then follows the Q spread (adaptive-rate EMA)")
+    registrar.state(MONITOR_STATE_PREFIX + SupportMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
+                    doc="fire-rate statistics of the support monitor (per fold)")
+
+
+@hookimpl
+def foxhunt_kernels(config: Any) -> list[Kernel]:
+    params = support_params(config)
+
+    def bind(context):
+        tensors = (
+            context.isv,
+            slot_offsets(context, (CENTER, HALF_WIDTH)),
+            param_tensor(params, context),
+            *(signal_of(context, name, shape, SUPPORT_KERNEL.name) for name, shape in SIGNALS.items()),
+        )
+        return [(SUPPORT_KERNEL, N_BRANCHES, tensors)]
+
+    return [
+        Kernel(
+            name="support.update",
+            point=KernelPoint.STEP,
+            run=BoundRun(bind),
+            description="per-branch atom support centre and half-width from Q statistics (adaptive-rate EMA)",
+            writes=(CENTER, HALF_WIDTH),
+            reads=tuple(SIGNALS),
+        )
+    ]
+
+
+@hookimpl
+def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+    return [SupportMonitor()]

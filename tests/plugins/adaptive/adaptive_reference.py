@@ -1,0 +1,167 @@
+"""Float64 references of every adaptive kernel's formula, written with numpy over whole branches.
+
+Each ``*_ref(isv, layout, params, signals)`` takes a float32 copy of the ISV
+and returns the float32 ISV the kernel should leave (values are computed in
+float64 and stored in float32, as the device buffer stores them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from foxhunt.actions import Branch
+from foxhunt.env.tables import PS
+from foxhunt_plugins.adaptive import epsilon, gamma, grad_balance, health, kelly, static, support, tau
+
+__all__ = ["REFERENCES", "optional_health"]
+
+N = len(Branch)
+
+
+def _span(layout, name):
+    return layout.span(name)
+
+
+def optional_health(isv: np.ndarray, layout) -> float:
+    if "health.value" not in layout.offsets:
+        return 1.0
+    return float(np.clip(np.float64(isv[_span(layout, "health.value")][0]), 0.0, 1.0))
+
+
+def health_ref(isv, layout, prm, sig):
+    P = health.HealthParam
+    out = isv.copy()
+    get = lambda name: out[_span(layout, name)].astype(np.float64)  # noqa: E731 - tiny accessor
+    n = get(health.COUNT)[0]
+    fast = max(prm[P.FAST_RATE], 1.0 / (n + 1.0))
+    slow = max(prm[P.SLOW_RATE], 1.0 / (n + 1.0))
+    q_gap = np.maximum(sig[health.Q_GAP].astype(np.float64), 0.0)
+    q_mean = sig[health.Q_MEAN].astype(np.float64)
+    gap_score = float(np.mean(q_gap / (q_gap + prm[P.GAP_SCALE])))
+    reference = get(health.Q_MEAN_EMA) if n > 0 else q_mean.copy()
+    drift = float(np.mean(np.abs(q_mean - reference) / (np.abs(reference) + prm[P.Q_SCALE])))
+    out[_span(layout, health.Q_MEAN_EMA)] = reference + slow * (q_mean - reference)
+    g = float(sig[health.GRAD_NORM].reshape(-1)[0])
+    loss = float(sig[health.LOSS].reshape(-1)[0])
+    gf = get(health.GRAD_FAST)[0] + fast * (g - get(health.GRAD_FAST)[0])
+    gs = get(health.GRAD_SLOW)[0] + slow * (g - get(health.GRAD_SLOW)[0])
+    lf = get(health.LOSS_FAST)[0] + fast * (loss - get(health.LOSS_FAST)[0])
+    ls = get(health.LOSS_SLOW)[0] + slow * (loss - get(health.LOSS_SLOW)[0])
+    score = lambda excess, tol: 1.0 / (1.0 + max(excess, 0.0) / tol)  # noqa: E731
+    s_drift = score(drift, prm[P.DRIFT_TOL])
+    s_grad = score(gf / (gs + 1e-12) - 1.0, prm[P.GRAD_TOL])
+    s_loss = score((lf - ls) / (abs(ls) + 1e-12), prm[P.LOSS_TOL])
+    raw = (gap_score ** prm[P.W_GAP]) * (s_drift ** prm[P.W_DRIFT]) * (s_grad ** prm[P.W_GRAD]) * (s_loss ** prm[P.W_LOSS])
+    value = get(health.VALUE)[0]
+    out[_span(layout, health.GRAD_FAST)] = gf
+    out[_span(layout, health.GRAD_SLOW)] = gs
+    out[_span(layout, health.LOSS_FAST)] = lf
+    out[_span(layout, health.LOSS_SLOW)] = ls
+    out[_span(layout, health.VALUE)] = value + prm[P.RATE] * (raw - value)
+    out[_span(layout, health.RAW)] = raw
+    out[_span(layout, health.COUNT)] = n + 1.0
+    return out
+
+
+def tau_ref(isv, layout, prm, sig):
+    P = tau.TauParam
+    out = isv.copy()
+    p = float(np.clip(np.float64(out[_span(layout, "train.progress")][0]), 0.0, 1.0))
+    h = optional_health(out, layout)
+    scheduled = prm[P.END] + 0.5 * (prm[P.START] - prm[P.END]) * (1.0 + math.cos(math.pi * p))
+    floor = prm[P.FLOOR_MIN] + (prm[P.FLOOR_MAX] - prm[P.FLOOR_MIN]) * (1.0 - h)
+    out[_span(layout, tau.VALUE)] = min(max(scheduled, floor), 1.0)
+    return out
+
+
+def gamma_ref(isv, layout, prm, sig):
+    P = gamma.GammaParam
+    out = isv.copy()
+    table = np.asarray(prm, dtype=np.float64)
+    h = optional_health(out, layout)
+    out[_span(layout, gamma.VALUE)] = table[:, P.MIN] + (table[:, P.MAX] - table[:, P.MIN]) * h
+    return out
+
+
+def epsilon_ref(isv, layout, prm, sig):
+    P = epsilon.EpsilonParam
+    out = isv.copy()
+    table = np.asarray(prm, dtype=np.float64)
+    p = float(np.clip(np.float64(out[_span(layout, "train.progress")][0]), 0.0, 1.0))
+    h = optional_health(out, layout)
+    remaining = np.maximum(0.0, 1.0 - p / table[:, P.DECAY_FRACTION])
+    scheduled = table[:, P.END] + (table[:, P.START] - table[:, P.END]) * remaining
+    boosted = scheduled + table[:, P.HEALTH_BOOST] * (1.0 - h)
+    out[_span(layout, epsilon.VALUE)] = np.clip(boosted, 0.0, table[:, P.CEILING])
+    return out
+
+
+def kelly_ref(isv, layout, prm, sig):
+    P = kelly.KellyParam
+    out = isv.copy()
+    portfolio = sig[kelly.PORTFOLIO].astype(np.float64)
+    wins = portfolio[:, PS.WINS].sum()
+    losses = portfolio[:, PS.LOSSES].sum()
+    win_sum = portfolio[:, PS.WIN_SUM].sum()
+    loss_sum = portfolio[:, PS.LOSS_SUM].sum()
+    a, b = prm[P.PRIOR_WINS], prm[P.PRIOR_LOSSES]
+    trades = wins + losses
+    m = (win_sum + loss_sum) / trades if trades > 0 else 1.0
+    m = m if m > 0 else 1.0
+    p = (wins + a) / (trades + a + b)
+    ratio = ((win_sum + a * m) / (wins + a)) / max((loss_sum + b * m) / (losses + b), 1e-12)
+    fraction = min(max(p - (1.0 - p) / max(ratio, 1e-12), 0.0), 1.0)
+    maturity = min(1.0, trades / prm[P.WARMUP_TRADES]) if prm[P.WARMUP_TRADES] > 0 else 1.0
+    safety = prm[P.SAFETY_FLOOR] + (1.0 - prm[P.SAFETY_FLOOR]) * optional_health(out, layout)
+    cap = safety * ((1.0 - maturity) + maturity * fraction)
+    out[_span(layout, kelly.CAP)] = min(max(cap, prm[P.MIN_CAP]), 1.0)
+    return out
+
+
+def support_ref(isv, layout, prm, sig):
+    P = support.SupportParam
+    out = isv.copy()
+    low = prm[P.MIN_HALF_WIDTH]
+    center = out[_span(layout, support.CENTER)].astype(np.float64)
+    half = np.maximum(out[_span(layout, support.HALF_WIDTH)].astype(np.float64), low)
+    c_target = np.clip(sig[support.Q_MEAN].astype(np.float64), -prm[P.CENTER_BOUND], prm[P.CENTER_BOUND])
+    h_target = np.clip(prm[P.STD_MULTIPLE] * np.maximum(sig[support.Q_STD].astype(np.float64), 0.0), low, prm[P.MAX_HALF_WIDTH])
+    distance = (np.abs(c_target - center) + np.abs(h_target - half)) / half
+    base = prm[P.BASE_RATE]
+    rate = np.clip(base * (1.0 + distance), base, max(base, prm[P.MAX_RATE]))
+    out[_span(layout, support.CENTER)] = center + rate * (c_target - center)
+    out[_span(layout, support.HALF_WIDTH)] = np.maximum(low, half + rate * (h_target - half))
+    return out
+
+
+def grad_balance_ref(isv, layout, prm, sig):
+    P = grad_balance.BalanceParam
+    out = isv.copy()
+    table = np.asarray(prm, dtype=np.float64)
+    scale = out[_span(layout, grad_balance.SCALE)].astype(np.float64)
+    unscaled = sig[grad_balance.BRANCH_GRAD_NORM].astype(np.float64) / np.maximum(scale, 1e-8)
+    weight = table[:, P.TARGET] / np.maximum(unscaled, 1e-8)
+    target = np.clip(weight / weight.mean(), 1.0 / table[:, P.LIMIT], table[:, P.LIMIT])
+    out[_span(layout, grad_balance.SCALE)] = scale + table[:, P.RATE] * (target - scale)
+    return out
+
+
+def static_ref(isv, layout, prm, sig):
+    out = isv.copy()
+    out[_span(layout, static.CQL_ALPHA)] = prm[static.StaticParam.CQL_ALPHA]
+    return out
+
+
+# kernel name -> (reference, parameter builder)
+REFERENCES = {
+    "health.update": (health_ref, health.health_params),
+    "tau.update": (tau_ref, tau.tau_params),
+    "gamma.update": (gamma_ref, gamma.gamma_params),
+    "epsilon.update": (epsilon_ref, epsilon.epsilon_params),
+    "kelly.update": (kelly_ref, kelly.kelly_params),
+    "support.update": (support_ref, support.support_params),
+    "grad_balance.update": (grad_balance_ref, grad_balance.grad_balance_params),
+    "static.write": (static_ref, static.static_params),
+}

@@ -1,0 +1,133 @@
+"""Every adaptive kernel against its float64 reference, on the CPU and on the simulator (or a GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from adaptive_harness import BACKENDS, MECHANISMS, build_run, changed_slots, isv_array, random_signals, randomize_isv
+from adaptive_reference import REFERENCES
+
+from foxhunt.actions import Branch
+from foxhunt.adaptive_config import AdaptiveConfig, GradBalanceConfig, HealthConfig, KellyConfig, SupportConfig, TauConfig
+from foxhunt.env.tables import PS
+from foxhunt.records import KernelPoint
+
+CONFIGS = {
+    "defaults": AdaptiveConfig(),
+    "tuned": AdaptiveConfig(
+        health=HealthConfig(w_gap=0.0, w_drift=2.0, w_grad=1.0, w_loss=0.5, gap_scale=0.2, fast_rate=0.3, slow_rate=0.05),
+        tau=TauConfig(start=0.05, end=0.002, floor_min=0.0, floor_max=0.03),
+        kelly=KellyConfig(prior_wins=1.0, prior_losses=3.0, warmup_trades=0.0, safety_floor=0.2, min_cap=0.0),
+        support=SupportConfig(std_multiple=2.0, min_half_width=0.5, max_half_width=8.0, center_bound=2.0, max_rate=0.5),
+        grad_balance=GradBalanceConfig(targets=(2.0, 1.0, 0.5, 0.5), limit=2.0),
+    ),
+}
+
+
+class _Config:
+    def __init__(self, adaptive: AdaptiveConfig) -> None:
+        self.adaptive = adaptive
+
+
+def _signals_np(signals: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {name: tensor.detach().cpu().numpy() for name, tensor in signals.items()}
+
+
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+@pytest.mark.parametrize(("backend", "device"), BACKENDS, ids=[b.value for b, _ in BACKENDS])
+def test_every_kernel_matches_its_float64_reference(backend, device, config_name):
+    config = _Config(CONFIGS[config_name])
+    run = build_run(config=config, device=device)
+    assert set(run.kernels) == set(REFERENCES)
+    rng = np.random.default_rng(1234)
+    for trial in range(4):
+        randomize_isv(run, rng)
+        signals = random_signals(rng, device, envs=1 + 5 * trial)
+        if trial == 0:  # no trade anywhere yet: the warm-up leaves the cap at the safety factor
+            signals["env.portfolio"][:, [PS.WINS, PS.LOSSES, PS.WIN_SUM, PS.LOSS_SUM]] = 0.0
+        context = run.context(backend, device, signals)
+        host_signals = _signals_np(signals)
+        for name, kernel in run.kernels.items():
+            reference, params = REFERENCES[name]
+            before = isv_array(run)
+            expected = reference(before, run.layout, params(config), host_signals)
+            kernel.run(context)
+            after = isv_array(run)
+            assert changed_slots(run.layout, before, after) <= set(kernel.writes), name
+            for slot in kernel.writes:
+                span = run.layout.span(slot)
+                np.testing.assert_allclose(after[span], expected[span], rtol=3e-5, atol=1e-6, err_msg=f"{name}: {slot}")
+
+
+@pytest.mark.parametrize(("backend", "device"), BACKENDS, ids=[b.value for b, _ in BACKENDS])
+def test_kernels_without_the_health_plugin_read_health_as_one(backend, device):
+    names = [name for name in MECHANISMS if name != "health"]
+    run = build_run(names, device=device, diagnostics=False)
+    assert "health.value" not in run.layout.offsets
+    rng = np.random.default_rng(7)
+    randomize_isv(run, rng)
+    signals = random_signals(rng, device)
+    context = run.context(backend, device, signals)
+    for name, kernel in run.kernels.items():
+        reference, params = REFERENCES[name]
+        before = isv_array(run)
+        expected = reference(before, run.layout, params(None), _signals_np(signals))
+        kernel.run(context)
+        after = isv_array(run)
+        for slot in kernel.writes:
+            span = run.layout.span(slot)
+            np.testing.assert_allclose(after[span], expected[span], rtol=3e-5, atol=1e-6, err_msg=f"{name}: {slot}")
+
+
+def test_kernel_points_and_ownership():
+    run = build_run()
+    points = {name: kernel.point for name, kernel in run.kernels.items()}
+    assert points.pop("static.write") is KernelPoint.CONSTRUCT
+    assert set(points.values()) == {KernelPoint.STEP}
+    for kernel in run.kernels.values():
+        for slot in kernel.writes:
+            assert run.layout.slot(slot).owner == kernel.name.split(".")[0]
+
+
+def test_learner_slot_widths_match_what_the_learner_reads():
+    from foxhunt.learner.slots import SLOT_WIDTHS
+
+    run = build_run()
+    for name, width in SLOT_WIDTHS.items():
+        assert run.layout.width(name) == width, name
+    assert run.layout.width("epsilon.branch") == len(Branch)
+    assert run.layout.width("kelly.cap") == 1
+
+
+def test_a_signal_of_the_wrong_shape_is_refused_with_its_expected_shape():
+    run = build_run(["health"], diagnostics=False)
+    rng = np.random.default_rng(0)
+    signals = random_signals(rng)
+    signals["learner.q_gap"] = torch.zeros(3)
+    context = run.context(BACKENDS[0][0], "cpu", signals)
+    with pytest.raises(ValueError, match=r"learner\.q_gap.*\[4\]"):
+        run.kernels["health.update"].run(context)
+
+
+def test_a_missing_signal_is_named():
+    run = build_run(["kelly"], diagnostics=False)
+    context = run.context(BACKENDS[0][0], "cpu", {})
+    with pytest.raises(KeyError, match="env.portfolio"):
+        run.kernels["kelly.update"].run(context)
+
+
+@pytest.mark.parametrize(("backend", "device"), BACKENDS, ids=[b.value for b, _ in BACKENDS])
+def test_kelly_reduction_covers_every_environment(backend, device):
+    # sizes around the chunking boundaries: a perfect square, one more, one fewer, a prime
+    run = build_run(["kelly"], diagnostics=False, device=device)
+    for envs in (1, 15, 16, 17, 31):
+        portfolio = torch.zeros((envs, PS.size()), device=device)
+        last = envs - 1  # only the last environment trades, and it always loses
+        portfolio[last, PS.LOSSES] = 1000.0
+        portfolio[last, PS.LOSS_SUM] = 1000.0
+        context = run.context(backend, device, {"env.portfolio": portfolio})
+        run.isv.reset_slot("kelly.cap")
+        run.kernels["kelly.update"].run(context)
+        # had the reduction missed it, no trade would be seen and the warm-up would leave the cap at 1
+        assert run.isv.view("kelly.cap").item() == pytest.approx(KellyConfig().min_cap), envs
