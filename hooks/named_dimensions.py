@@ -96,6 +96,13 @@ def _buffer_name(node: ast.expr) -> str | None:
     return None
 
 
+FLAT_BUFFERS = ("isv",)  # buffers without a row axis: their only axis is the named one
+
+
+def _is_flat(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in FLAT_BUFFERS)
+
+
 def _table_of(name: str, buffers: dict[str, str]) -> str | None:
     return next((table for pattern, table in buffers.items() if fnmatch.fnmatchcase(name, pattern)), None)
 
@@ -124,8 +131,14 @@ def check_source(path: str, source: str, buffers: dict[str, str]) -> list[str]:
         table = _table_of(name, buffers) if name is not None else None
         if table is None:
             continue
-        elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        raw = [value for value in map(_int_literal, elements) if value is not None]
+        # The named dimension is a buffer's last axis: `state[:, 3]` names a field by number, while
+        # `state[0]` selects row 0 (an environment). A lone subscript is a field only in a flat buffer
+        # (one with no row axis, such as the ISV).
+        if isinstance(node.slice, ast.Tuple):
+            field = node.slice.elts[-1] if node.slice.elts else None
+        else:
+            field = node.slice if _is_flat(name) else None
+        raw = [value for value in map(_int_literal, [field] if field is not None else []) if value is not None]
         if not raw:
             continue
         opted_out = any(OPT_OUT_RE.search(lines[i - 1]) for i in range(node.lineno, node.end_lineno + 1))

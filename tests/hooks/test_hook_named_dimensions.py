@@ -79,11 +79,12 @@ def test_named_indices_slices_and_other_buffers_pass(hook, project, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_several_raw_indices_in_one_subscript_are_each_reported(hook, project, capsys):
-    write(project / "m.py", "value = ps[0, 2]\n")
+def test_only_the_named_last_axis_is_checked(hook, project, capsys):
+    # ps[0, 2]: row 0 is an environment (no table), column 2 is a PS field by number.
+    write(project / "m.py", "value = ps[0, 2]\nrow = ps[0]\n")
 
     assert hook.main(["m.py"]) == 1
-    assert capsys.readouterr().out == raw("m.py", 1, 0, "ps", "PS") + raw("m.py", 1, 2, "ps", "PS")
+    assert capsys.readouterr().out == raw("m.py", 1, 2, "ps", "PS")
 
 
 def test_the_definition_site_may_opt_out(hook, project, capsys):
@@ -122,7 +123,7 @@ def test_buffers_come_from_pyproject(hook, project, capsys):
         buffers = {"book" = "Level", "*_feats" = "Feature"}
         """,
     )
-    write(project / "src/m.py", "a = book[:, 0]\nb = bar_feats[7]\nc = portfolio[:, 3]\n")
+    write(project / "src/m.py", "a = book[:, 0]\nb = bar_feats[:, 7]\nc = portfolio[:, 3]\n")
 
     # The configured table replaces the defaults: portfolio is no longer a named buffer here.
     assert hook.main(["src/m.py"]) == 1
