@@ -1,0 +1,124 @@
+"""Import contracts: the core never imports a plugin module; plugins never import each other.
+
+Two mechanisms, on purpose. ``lint-imports`` (import-linter, config in
+``.importlinter``) checks the static contracts over the whole import graph,
+indirect imports included. The ``ast`` checks here cover what a static config
+cannot name: every module of the ``foxhunt.plugins`` entry-point group that is
+installed *now* (third-party ones included), and new top-level plugin modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as metadata
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN_PACKAGE = "foxhunt_plugins"  # plugins/ is installed under this name (setup.py)
+
+
+def imported_modules(source: str) -> list[tuple[int, tuple[str, ...]]]:
+    """Per import statement, ``(line, names)``: what it may import (``from a import b`` may mean ``a`` or ``a.b``).
+
+    ``importlib.import_module("literal")`` counts as an import too.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, (alias.name,)) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, (node.module, *(f"{node.module}.{alias.name}" for alias in node.names))))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.lineno, (node.args[0].value,)))
+    return found
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def plugin_modules() -> set[str]:
+    """The module of every installed ``foxhunt.plugins`` entry point."""
+    return {ep.module for ep in metadata.entry_points(group="foxhunt.plugins")}
+
+
+def core_violations(path: str, source: str, forbidden: set[str]) -> list[str]:
+    return [
+        f"{path}:{line}: the core imports plugin module {hit!r}; load plugins through the entry-point group"
+        for line, names in imported_modules(source)
+        for hit in [next((n for n in names if any(within(n, f) for f in forbidden)), None)]
+        if hit is not None
+    ]
+
+
+def plugin_violations(path: Path, source: str, plugins: set[str]) -> list[str]:
+    """Imports of another top-level plugin module, or of another plugin's (entry-point) module."""
+    relative = path.relative_to(ROOT / "plugins").with_suffix("")
+    parts = [p for p in relative.parts if p != "__init__"]
+    own_module = ".".join([PLUGIN_PACKAGE, *parts])
+    own_top = ".".join([PLUGIN_PACKAGE, *parts[:1]])
+    found = []
+    others = [other for other in plugins if other != own_module and not within(own_module, other)]
+    for line, names in imported_modules(source):
+        module = names[0]
+        if within(module, PLUGIN_PACKAGE) and module != PLUGIN_PACKAGE and not within(module, own_top):
+            found.append(f"{path}:{line}: plugin module {own_module} imports {module}, another plugin")
+        elif hit := next((n for n in names if any(within(n, other) for other in others)), None):
+            found.append(f"{path}:{line}: plugin module {own_module} imports {hit}, another plugin's module")
+    return found
+
+
+def forbidden_for_core() -> set[str]:
+    forbidden = {PLUGIN_PACKAGE}
+    for module in plugin_modules():
+        top = module.split(".")[0]
+        forbidden.add(module if top == "foxhunt" else top)  # a third-party plugin's whole package
+    return forbidden
+
+
+def test_core_never_imports_a_plugin_module():
+    forbidden = forbidden_for_core()
+    problems = []
+    for path in sorted((ROOT / "foxhunt").rglob("*.py")):
+        problems += core_violations(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"), forbidden)
+    assert problems == []
+
+
+def test_plugins_never_import_each_other():
+    plugins = plugin_modules()
+    problems = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        problems += plugin_violations(path, path.read_text(encoding="utf-8"), plugins)
+    assert problems == []
+
+
+def test_the_checks_catch_what_they_forbid():
+    bad_core = "import foxhunt_plugins.losses.mse\nfrom foxhunt_huber import loss\nimportlib.import_module('foxhunt_plugins.tau')\n"
+    assert len(core_violations("foxhunt/x.py", bad_core, {"foxhunt_plugins", "foxhunt_huber"})) == 3
+    plugins = {"foxhunt_plugins.losses.c51", "foxhunt_plugins.losses.mse", "foxhunt_plugins.adaptive.tau"}
+    c51 = ROOT / "plugins" / "losses" / "c51.py"
+    assert plugin_violations(c51, "from foxhunt_plugins.losses import mse\n", plugins)  # a sibling plugin
+    assert plugin_violations(c51, "from foxhunt_plugins.adaptive.common import clamp\n", plugins)  # another top level
+    tau = ROOT / "plugins" / "adaptive" / "tau.py"
+    assert plugin_violations(tau, "from foxhunt_plugins.adaptive.common import clamp\n", plugins) == []  # own package
+
+
+def test_import_linter_contracts_are_kept():
+    command = shutil.which("lint-imports")
+    if command is None:
+        pytest.fail("lint-imports is not installed: pip install -e '.[test]' (import-linter is a test dependency)")
+    result = subprocess.run([command, "--config", str(ROOT / ".importlinter")], cwd=ROOT, capture_output=True,
+                            text=True, env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
+    assert result.returncode == 0, result.stdout + result.stderr

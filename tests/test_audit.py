@@ -1,0 +1,123 @@
+"""The runtime audit check (`foxhunt audit check` / `missing` / `dims`) over every installed plugin."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from foxhunt import LossComponent, hookimpl
+from foxhunt.audit import AUDIT_ATTRIBUTE, check, missing, parse_rows
+from foxhunt.cli.audit_commands import audit_group
+from foxhunt.testing import make_host
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|\n"
+ROW = HEADER + "| `toy.loss` | loss | toy (toy_plugin) | wired | tests/test_audit.py |\n"
+
+
+def toy_plugin(name: str = "toy.loss", *, audit: str | None = None, opt_in: bool = False) -> types.ModuleType:
+    @hookimpl
+    def foxhunt_loss_components(config):
+        if opt_in and "toy" not in config.plugins.enable:
+            return []
+        return [LossComponent(name, 1.0, lambda inputs: inputs, "a toy loss")]
+
+    module = types.ModuleType("toy_plugin")
+    module.foxhunt_loss_components = foxhunt_loss_components
+    if audit is not None:
+        setattr(module, AUDIT_ATTRIBUTE, audit)
+    return module
+
+
+def audits(tmp_path: Path, text: str) -> Path:
+    directory = tmp_path / "docs" / "audits"
+    directory.mkdir(parents=True)
+    (directory / "components.md").write_text(text, encoding="utf-8")
+    return directory
+
+
+def test_parse_rows_reads_table_rows_and_skips_header_and_separator():
+    other_table = "| where | operation | class |\n|---|---|---|\n| `learner.py` | `.item()` | none |\n"
+    text = "intro\n" + ROW + "\n" + other_table
+    [row] = parse_rows(text, "t.md")  # the other table's backticked first cell is not a component row
+    assert (row.name, row.kind, row.plugin, row.status, row.tests, row.source) == (
+        "toy.loss", "loss", "toy (toy_plugin)", "wired", "tests/test_audit.py", "t.md:4")
+    assert parse_rows("| `toy.loss` | loss | toy | wired | t |\n", "t.md") == []  # a row needs its table header
+
+
+def test_every_installed_component_has_an_audit_row():
+    report = check()
+    assert report.problems == []
+    kinds = {c.kind for c in report.components}
+    assert {"plugin", "loss", "kernel", "monitor"} <= kinds  # the built-in set has all four
+
+
+def test_a_component_without_a_row_is_reported_and_missing_prints_its_row(tmp_path):
+    directory = audits(tmp_path, "")
+    report = check([directory], host=make_host((toy_plugin(), "toy")))
+    assert [c.name for c in report.missing] == ["toy.loss"]
+    assert "loss `toy.loss` of plugin 'toy' ((in-process)) has no audit row" in report.problems[0]
+    printed = missing([directory], host=make_host((toy_plugin(), "toy")))
+    assert printed.splitlines() == [
+        "| component | kind | plugin | status | tests |",
+        "|---|---|---|---|---|",
+        "| `toy.loss` | loss | toy (toy_plugin) | (status) | (tests) |",
+    ]
+
+
+def test_pasted_rows_must_be_filled_in(tmp_path):
+    directory = audits(tmp_path, HEADER + "| `toy.loss` | loss | toy (toy_plugin) | (status) | (tests) |\n")
+    problems = check([directory], host=make_host((toy_plugin(), "toy"))).problems
+    assert any("status '(status)' is not one of wired, partial, orphan, out of scope" in p for p in problems)
+    assert any("replace (tests) with the tests that cover it" in p for p in problems)
+
+
+def test_a_filled_in_row_passes_and_its_test_paths_must_exist(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_audit.py").write_text("", encoding="utf-8")
+    assert check([audits(tmp_path, ROW)], host=make_host((toy_plugin(), "toy"))).ok
+    other = tmp_path / "elsewhere"
+    report = check([audits(other, ROW)], host=make_host((toy_plugin(), "toy")))
+    assert any("names tests/test_audit.py, which does not exist" in p for p in report.problems)
+
+
+def test_row_with_the_wrong_kind_is_reported(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_audit.py").write_text("", encoding="utf-8")
+    directory = audits(tmp_path, ROW.replace("| loss |", "| kernel |"))
+    problems = check([directory], host=make_host((toy_plugin(), "toy"))).problems
+    assert any("says kind 'kernel', but it is a loss" in p for p in problems)
+
+
+def test_a_plugin_ships_its_own_rows_but_cannot_audit_another_plugin(tmp_path):
+    directory = audits(tmp_path, "")
+    assert check([directory], host=make_host((toy_plugin(audit=ROW), "toy"))).ok
+    host = make_host((toy_plugin(), "toy"), (toy_plugin("other.loss", audit=ROW), "other"))
+    report = check([directory], host=host)
+    assert sorted(c.name for c in report.missing) == ["other.loss", "toy.loss"]
+
+
+def test_opt_in_components_are_found_with_every_plugin_enabled(tmp_path):
+    report = check([audits(tmp_path, "")], host=make_host((toy_plugin(opt_in=True), "toy")))
+    assert [c.name for c in report.missing] == ["toy.loss"]
+
+
+def test_cli_check_exits_0_on_this_repository_and_1_when_rows_are_missing(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(audit_group, ["check"])
+    assert result.exit_code == 0, result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(audit_group, ["check", "--audits", str(empty), "--plugin", "mse"])
+    assert result.exit_code == 1
+    assert "loss `mse` of plugin 'mse' (foxhunt) has no audit row" in result.output
+    result = runner.invoke(audit_group, ["missing", "--audits", str(empty), "--plugin", "mse"])
+    assert result.exit_code == 0
+    assert "| `mse` | loss | mse (foxhunt_plugins.losses.mse) | (status) | (tests) |" in result.output
+
+
+def test_named_dimensions_reference_is_up_to_date():
+    result = CliRunner().invoke(audit_group, ["dims", "--check"])
+    assert result.exit_code == 0, result.output + " (regenerate: foxhunt audit dims --write)"
