@@ -14,8 +14,15 @@ from typing import Any
 import attrs
 import tomli_w
 
+from foxhunt.adaptive_config import AdaptiveConfig
 from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
+from foxhunt.data.config import DataConfig
+from foxhunt.env.config import EnvConfig
+from foxhunt.features.config import FeatureConfig
+from foxhunt.folds import FoldConfig
+from foxhunt.learner.config import LearnerConfig
 from foxhunt.plugins import PluginSelection
+from foxhunt.trainer.config import TrainConfig
 
 __all__ = ["RunConfig", "FoxhuntConfig", "load_config", "dump_config"]
 
@@ -36,6 +43,13 @@ class FoxhuntConfig:
 
     run: RunConfig = RunConfig()
     plugins: PluginSelection = PluginSelection()
+    data: DataConfig = DataConfig()
+    features: FeatureConfig = FeatureConfig()
+    folds: FoldConfig = FoldConfig()
+    env: EnvConfig = EnvConfig()
+    learner: LearnerConfig = LearnerConfig()
+    adaptive: AdaptiveConfig = AdaptiveConfig()
+    train: TrainConfig = TrainConfig()
 
 
 def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> FoxhuntConfig:

@@ -36,7 +36,7 @@ class EnvConfig:
     for a position sized to the account.
     """
 
-    n_envs: int = attrs.field(default=256, validator=_positive)
+    n_envs: int = attrs.field(default=64, validator=_positive)
     episode_bars: int = attrs.field(default=512, validator=_positive)
     initial_cash: float = attrs.field(default=100_000.0, validator=_positive)
     max_contracts: int = attrs.field(default=10, validator=_positive)

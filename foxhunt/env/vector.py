@@ -36,6 +36,8 @@ def env_keys(seed: int, n_envs: int) -> np.ndarray:
 
 
 def _as_tensor(value: np.ndarray | torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        value = value.copy()  # torch cannot wrap read-only memory (market arrays are frozen on purpose)
     tensor = torch.as_tensor(value)
     return tensor.to(device=device, dtype=dtype).contiguous()
 

@@ -31,7 +31,7 @@ def _budget_dict(value: Any) -> dict[str, float]:
 class ReplayConfig:
     """Device-resident replay: ring buffer of ``capacity`` transitions, n-step returns, optional priorities."""
 
-    capacity: int = attrs.field(default=1_000_000, validator=_positive)
+    capacity: int = attrs.field(default=65_536, validator=_positive)  # per run; sized for a CPU default run
     prioritized: bool = True
     alpha: float = attrs.field(default=0.6, validator=_unit)  # priority exponent at step 0
     alpha_final: float = attrs.field(default=0.6, validator=_unit)
@@ -46,8 +46,8 @@ class LearnerConfig:
     """Network shape, loss settings, optimisation and replay of the learner."""
 
     # network
-    hidden: tuple[int, ...] = attrs.field(default=(256, 256), converter=_int_tuple)
-    head_hidden: int = attrs.field(default=128, validator=_positive)
+    hidden: tuple[int, ...] = attrs.field(default=(128, 128), converter=_int_tuple)
+    head_hidden: int = attrs.field(default=64, validator=_positive)
     n_atoms: int = attrs.field(default=51, validator=attrs.validators.ge(2))
     v_min: float = -10.0  # fixed support when the ISV has no support.* slots (normalised return units)
     v_max: float = 10.0
@@ -81,7 +81,7 @@ class LearnerConfig:
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
     popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive)
     grad_mode: str = attrs.field(default="loop", validator=attrs.validators.in_(("loop", "batched")))
-    batch_size: int = attrs.field(default=256, validator=_positive)
+    batch_size: int = attrs.field(default=128, validator=_positive)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)
 
 

@@ -1,0 +1,135 @@
+"""``foxhunt train``, ``backtest``, ``report`` and ``datasets``: the commands that do the work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import click
+from rich.console import Console
+from rich.table import Table
+
+from foxhunt.backtester import backtest_checkpoint
+from foxhunt.cli.common import config_options, resolve_config
+from foxhunt.config import load_config
+from foxhunt.data import list_datasets
+from foxhunt.errors import ConfigError
+from foxhunt.trainer.interrupt import StopFlag
+from foxhunt.trainer.report import build_report
+from foxhunt.trainer.run_dir import RunDirectory, fresh_run_path
+from foxhunt.trainer.trainer import Trainer
+
+__all__ = ["train_command", "backtest_command", "report_command", "datasets_group"]
+
+console = Console()
+
+
+def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
+    table = Table("policy", "net P&L", "Sharpe", "Sortino", "max DD", "turnover", "trades", title=title)
+    for policy, m in rows.items():
+        table.add_row(
+            policy.replace("_", " "), f"{m['net_pnl']:+,.2f}", f"{m['sharpe']:+.2f}", f"{m['sortino']:+.2f}",
+            f"{m['max_drawdown']:.2%}", f"{m['turnover']:.2f}", str(int(m['trades'])),
+        )
+    return table
+
+
+@click.command("train")
+@config_options
+@click.option("--data", "data_source", metavar="SOURCE",
+              help="Bundled dataset name (`foxhunt datasets list`), a synthetic spec such as "
+                   "'synthetic:planted?bars=4000&seed=1', or a CSV / Parquet / DBN path. Default: eurusd-1h-2017.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (default: a fresh timestamped folder under runs/).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="Where to train (default: auto).")
+@click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
+@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Continue a run stopped with Ctrl-C from its run directory (uses that run's config).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics over HTTP on this port.")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal (default: on).")
+def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, metrics_port, progress) -> None:
+    """Train an agent with walk-forward folds and write a run directory.
+
+    \b
+    Examples:
+      foxhunt train                                  # bundled EUR/USD hourly, a few minutes on a CPU
+      foxhunt train --data sp500-1d-1999-2018 --seed 3
+      foxhunt train --data prices.csv --set data.instrument=ES --set train.epochs=8
+      foxhunt train --resume runs/20261130-081500    # after Ctrl-C
+
+    The run directory holds config.toml, plugins.json, metrics.jsonl,
+    checkpoints/, summary.json and report.html. Ctrl-C stops at the end of the
+    current epoch and writes a resume checkpoint.
+    """
+    if resume_dir is not None:
+        if config_path is not None or overrides or data_source is not None:
+            raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set and --data")
+        config = load_config(resume_dir / "config.toml")
+        run_dir = RunDirectory(resume_dir, resume=True)
+    else:
+        extra = list(overrides)
+        if data_source is not None:
+            extra.append(f"data.source={_toml_string(data_source)}")
+        if seed is not None:
+            extra.append(f"run.seed={seed}")
+        config = resolve_config(config_path, tuple(extra))
+        path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
+        run_dir = RunDirectory(path)
+    if device is not None:
+        config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+    with StopFlag() as stop:
+        trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
+        summary = trainer.run(resume_from=resume_dir)
+    if summary is None:
+        console.print(f"stopped early; continue with: foxhunt train --resume {run_dir.path}")
+        return
+    report = build_report(run_dir.path)
+    console.print(_results_table(f"out-of-sample, all folds ({config.data.source})", summary["overall"]))
+    console.print(f"run directory: {run_dir.path}\nreport: {report}")
+
+
+def _toml_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@click.command("backtest")
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--data", "data_source", metavar="SOURCE", help="Data to evaluate on (default: the checkpoint's own validation window).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Write backtest.json and equity.csv here.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+def backtest_command(checkpoint: Path, data_source: str | None, out_dir: Path | None, device: str) -> None:
+    """Evaluate a fold checkpoint (RUN_DIR/checkpoints/fold_K) greedily, against buy-and-hold and flat.
+
+    A checkpoint whose ISV layout or plugin set differs from the installed one
+    is refused with the difference; there is no migration.
+    """
+    outcome = backtest_checkpoint(checkpoint, data_source, device)
+    console.print(_results_table(f"backtest of {checkpoint} on {outcome.source} bars {outcome.window}", outcome.metrics))
+    if out_dir is not None:
+        run_dir = RunDirectory(out_dir, resume=True)
+        run_dir.write_json("backtest.json", {"checkpoint": str(checkpoint), "source": outcome.source,
+                                             "window": list(outcome.window), "metrics": outcome.metrics})
+        stamps = outcome.timestamps[: len(outcome.curves["agent"])]
+        run_dir.write_equity(0, stamps, outcome.curves)
+        console.print(f"wrote {run_dir.path / 'backtest.json'}")
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report_command(run_dir: Path) -> None:
+    """Rebuild RUN_DIR/report.html (self-contained: opens in a browser with no network)."""
+    console.print(f"wrote {build_report(run_dir)}")
+
+
+@click.group("datasets")
+def datasets_group() -> None:
+    """Data sources foxhunt knows by name."""
+
+
+@datasets_group.command("list")
+def datasets_list() -> None:
+    """List bundled datasets and synthetic generators (use the name with `foxhunt train --data`)."""
+    table = Table("name", "kind", "bars", "from", "to", "bar", "instrument", "description", title="foxhunt datasets")
+    for info in list_datasets():
+        table.add_row(info.name, info.kind, str(info.bars), info.start, info.end, info.bar_frequency, info.instrument, info.description)
+    console.print(table)

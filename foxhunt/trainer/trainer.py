@@ -1,0 +1,400 @@
+"""The walk-forward training run, readable top to bottom in :meth:`Trainer.run`.
+
+For each fold: reset through the state-reset registry, run the fold kernels;
+for each epoch: collect experience with the current policy in the vectorised
+environment, learn after every step, run the adaptive kernels at their points,
+let the monitors observe a read-only snapshot, backtest the greedy policy on
+the validation window, and keep the fold's best checkpoint. A stop request
+(Ctrl-C, SIGTERM) is honoured at the next epoch boundary with a resume
+checkpoint, from which ``--resume`` ends with the same results.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+import torch
+
+from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
+from foxhunt.config import FoxhuntConfig, dump_config
+from foxhunt.config_loading import unstructure
+from foxhunt.core_declarations import EPOCH, FOLD, PROGRESS, TOTAL_EPOCHS
+from foxhunt.data import MarketData, load_from_config
+from foxhunt.diagnostics import epoch_diagnostics
+from foxhunt.env.backtest import backtest
+from foxhunt.env.exploration import BranchExplorer
+from foxhunt.env.vector import VectorEnv
+from foxhunt.errors import FoxhuntError
+from foxhunt.features import FeatureMatrix, Normalizer, compute_features
+from foxhunt.folds import Fold, describe_folds, make_folds
+from foxhunt.isv import ISV
+from foxhunt.kernels.backend import resolve_backend
+from foxhunt.kernels.context import KernelContext
+from foxhunt.learner import Learner
+from foxhunt.metrics_export import MetricsExporter
+from foxhunt.monitors import attach_monitors
+from foxhunt.plugins import PluginHost
+from foxhunt.records import KernelPoint
+from foxhunt.trainer import evaluation, resume
+from foxhunt.trainer.progress import RunProgress
+from foxhunt.trainer.run_dir import RunDirectory
+
+__all__ = ["Trainer", "resolve_device", "prepare_data", "PreparedData"]
+
+log = structlog.get_logger(__name__)
+
+EPSILON_SLOT = "epsilon.branch"
+HEALTH_SLOT = "health.value"
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else the CPU; ``cuda`` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise FoxhuntError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu or auto")
+    return torch.device(name)
+
+
+@attrs.frozen
+class PreparedData:
+    """Market, raw causal features and the walk-forward folds of one run."""
+
+    market: MarketData
+    features: FeatureMatrix
+    folds: list[Fold]
+
+
+def prepare_data(config: FoxhuntConfig) -> PreparedData:
+    market = load_from_config(config.data)
+    features = compute_features(market, config.features.resolve_set(), config.features.make_cache())
+    folds = make_folds(len(market), config.folds, warmup=features.warmup)
+    return PreparedData(market, features, folds)
+
+
+def normalised_features(features: FeatureMatrix, fold: Fold, clip: float | None) -> tuple[np.ndarray, Normalizer]:
+    """Features normalised with statistics of the fold's training bars only; warm-up rows zeroed (never used)."""
+    normalizer = Normalizer.fit(features.values, fold.train_slice, clip=clip)
+    values = np.array(normalizer.apply(features.values), dtype=np.float32)
+    values[: features.warmup] = 0.0
+    return values, normalizer
+
+
+class Trainer:
+    """One training run over every fold of a config, writing into a :class:`RunDirectory`."""
+
+    def __init__(
+        self,
+        config: FoxhuntConfig,
+        run_dir: RunDirectory,
+        *,
+        stop: Any = None,
+        show_progress: bool = True,
+        metrics_port: int | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.stop = stop
+        self.device = resolve_device(config.run.device)
+        self.backend = resolve_backend(self.device, None)
+        self.run_id = run_id or run_dir.path.name
+        self.show_progress = show_progress
+        self.metrics_port = metrics_port
+
+    # -- construction ------------------------------------------------------------------
+    def _build(self) -> None:
+        config = self.config
+        self.data = prepare_data(config)
+        self.host = PluginHost(config.plugins).discover().declare()
+        self.registries = self.host.freeze()
+        self.layout = self.registries.layout
+        self.isv = ISV(self.layout, self.device)
+        self.registries.state.attach_isv(self.isv)
+        components = self.host.loss_components(config)
+        if not components:
+            raise FoxhuntError(
+                "no loss component is enabled, so nothing can learn; enable at least one loss plugin "
+                "(e.g. c51) in [plugins] (see `foxhunt plugins list`)"
+            )
+        kernels = self.host.kernels(config)
+        self.monitors = self.host.monitors(config)
+        self.host.start()
+        self.kernels = {point: [k for k in kernels if k.point is point] for point in KernelPoint}
+        env_kernels = self.kernels[KernelPoint.ENV_STEP]
+        if len(env_kernels) != 1:
+            names = ", ".join(k.name for k in env_kernels) or "none"
+            raise FoxhuntError(
+                f"a run needs exactly one environment kernel (KernelPoint.ENV_STEP); the enabled plugins give {names}. "
+                "Enable the market_env plugin (or one replacement) in [plugins]."
+            )
+        market, features = self.data.market, self.data.features
+        seed = config.run.seed
+        health = self.isv.view(HEALTH_SLOT) if HEALTH_SLOT in self.layout.offsets else None
+        first = self.data.folds[0]
+        self.env = VectorEnv(
+            market.ohlcv, np.zeros(features.values.shape, dtype=np.float32), market.instrument, config.env,
+            window=(first.train.start, first.train.stop), seed=seed, device=self.device, health=health,
+            step_kernel=env_kernels[0].run,
+        )
+        self._attach_env_state(env_kernels[0].name)
+        self.learner = Learner(
+            config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
+            n_envs=config.env.n_envs,
+        )
+        self.learner.attach_state(self.registries.state)
+        attach_monitors(self.registries.state, self.monitors)
+        unattached = self.registries.state.unattached()
+        if unattached:
+            raise FoxhuntError(
+                "state declared but never wired into the run (invariant 2): "
+                + ", ".join(unattached)
+                + ". The plugin that declares it must provide the object, or disable that plugin."
+            )
+        self.explorer = BranchExplorer(config.env.n_envs, seed, self.device)
+        self.prev_obs = torch.zeros_like(self.env.obs)
+        sizes = branch_sizes()
+        self.action_offsets = torch.tensor(np.cumsum([0, *sizes[:-1]]), dtype=torch.int64, device=self.device)
+        self.action_counts = torch.zeros(sum(sizes), dtype=torch.float64, device=self.device)
+        self.epsilon = self.isv.view(EPSILON_SLOT) if EPSILON_SLOT in self.layout.offsets else None
+        self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self.exporter = MetricsExporter(self.run_id)
+        self.metrics_server = self.exporter.serve(self.metrics_port) if self.metrics_port is not None else None
+        self.kernel_context = KernelContext(
+            self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
+        )
+        self.isv.write(TOTAL_EPOCHS, float(config.train.epochs))
+        self._run_kernels(KernelPoint.CONSTRUCT)
+
+    def _attach_env_state(self, env_kernel: str) -> None:
+        """The environment object carries the state its physics plugin declared (portfolio, streams)."""
+        _, owner = self.host.component_owners(self.config)[env_kernel]
+        for entry in self.registries.state.entries():
+            if entry.owner == owner and not entry.is_isv_slot:
+                self.registries.state.attach(entry.name, self.env)
+
+    def _run_kernels(self, point: KernelPoint) -> None:
+        # One context for the whole run: kernels bind its tensors at their first launch, and every signal
+        # is updated in place, so later launches see new values with no allocation and no host sync.
+        for kernel in self.kernels[point]:
+            kernel.run(self.kernel_context)
+
+    # -- the run -----------------------------------------------------------------------
+    def run(self, resume_from: Path | None = None) -> dict[str, Any] | None:
+        """Train every fold; returns the summary, or ``None`` when stopped early (a resume checkpoint is written)."""
+        self._build()
+        self._write_run_files()
+        position = resume.Position()
+        if resume_from is not None:
+            position = resume.restore(self, resume_from)
+        rows = describe_folds(self.data.folds, self.data.market.timestamps)
+        for row in rows:
+            log.info("fold", **attrs.asdict(row))
+        with RunProgress(self.show_progress, len(self.data.folds), self.config.train.epochs) as progress:
+            for fold in self.data.folds[position.fold :]:
+                resumed = position.fold == fold.index and position.epoch > 0
+                if not resumed:
+                    position.fold, position.epoch = fold.index, 0
+                if not self._train_fold(fold, position, progress):
+                    self._close()
+                    return None
+        summary = self._summary(position.results)
+        self.run_dir.write_json("summary.json", summary)
+        self._close()
+        return summary
+
+    def _close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+        self.host.close()
+
+    def _write_run_files(self) -> None:
+        self.run_dir.write_text("config.toml", dump_config(self.config))
+        self.run_dir.write_json("plugins.json", self.host.versions())
+
+    def enter_fold(self, fold: Fold) -> None:
+        """Point the run at ``fold``'s data: per-fold normalised features, training window, baselines."""
+        structlog.contextvars.bind_contextvars(fold=fold.index)
+        features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
+        self.features = features
+        self.env.features.copy_(torch.from_numpy(features))
+        self.env.set_window(fold.train.start, fold.train.stop)
+        window = (fold.validation.start, fold.validation.stop)
+        market = self.data.market
+        self.baselines = evaluation.baseline_results(market.ohlcv, features, market.instrument, self.config.env, window)
+
+    def _start_fold(self, fold: Fold) -> None:
+        """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
+        self.enter_fold(fold)
+        reset = self.registries.state.fold_boundary()
+        log.info("fold boundary", reset=len(reset))
+        self.isv.write(FOLD, float(fold.index))
+        self._run_kernels(KernelPoint.FOLD)
+        self.obs = self.env.obs  # the environment plugin's fold-reset entry started every episode afresh
+
+    def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
+        if position.epoch == 0:
+            self._start_fold(fold)
+            position.best = None
+        train = self.config.train
+        for epoch in range(position.epoch, train.epochs):
+            self.isv.write(EPOCH, float(epoch))
+            self.isv.write(PROGRESS, epoch / train.epochs)
+            stats = self._collect_and_learn(epoch, progress)
+            self._run_kernels(KernelPoint.EPOCH)
+            diagnostics = self._observe(fold.index, epoch)
+            result = backtest(
+                evaluation.greedy_policy(self.learner.act_values), self.data.market.ohlcv, self.features,
+                self.data.market.instrument, self.config.env, window=(fold.validation.start, fold.validation.stop),
+            )
+            validation = evaluation.metrics_of(result)
+            score = validation[train.validation_metric]
+            if evaluation.better(train.validation_metric, score, position.best and position.best["score"]):
+                position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
+                self._save_fold_checkpoint(fold, epoch, validation)
+            self.run_dir.append_metrics(self._metrics_row(fold.index, epoch, stats, validation, diagnostics))
+            progress.epoch_done(fold.index, epoch, validation, stats)
+            position.epoch = epoch + 1
+            if self.stop is not None and self.stop.requested and position.epoch < train.epochs:
+                resume.save(self, position)
+                return False
+        position.results.append(self._fold_result(fold, position.best))
+        position.fold, position.epoch = fold.index + 1, 0
+        if self.stop is not None and self.stop.requested and position.fold < len(self.data.folds):
+            resume.save(self, position)
+            return False
+        return True
+
+    def _collect_and_learn(self, epoch: int, progress: RunProgress) -> dict[str, float]:
+        """One epoch of experience: act, step every environment, store, learn (the hot loop)."""
+        train = self.config.train
+        self.action_counts.zero_()
+        sizes = branch_sizes()
+        progress.epoch_started(train.steps_per_epoch)
+        started = time.perf_counter()
+        updates = 0
+        for step in range(train.steps_per_epoch):
+            q = self.learner.act_values(self.obs)
+            per_branch = [q[:, b, : sizes[b]] for b in Branch]
+            if train.exploration == "boltzmann":
+                actions = self.explorer.boltzmann(per_branch, train.temperature)
+            else:
+                epsilon = self.epsilon if self.epsilon is not None else 0.05
+                actions = self.explorer.epsilon_greedy(per_branch, epsilon)
+            self.action_counts.index_add_(
+                0, (actions + self.action_offsets).reshape(-1), torch.ones(actions.numel(), dtype=torch.float64, device=self.device)
+            )
+            self.prev_obs.copy_(self.obs)
+            obs, reward, done = self.env.step(actions)
+            self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
+            self.obs = obs
+            self.step_counter.add_(1)
+            if epoch * train.steps_per_epoch + step >= train.warmup_steps:
+                for _ in range(train.updates_per_step):
+                    self.learner.step(self.config.learner.batch_size)
+                    self._run_kernels(KernelPoint.STEP)
+                    updates += 1
+            progress.step_done()
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        return {
+            "env_steps_per_s": train.steps_per_epoch * self.config.env.n_envs / elapsed,
+            "updates_per_s": updates / elapsed,
+            "updates": updates,
+            "seconds": elapsed,
+        }
+
+    def _signals(self) -> dict[str, torch.Tensor]:
+        """Every named device tensor kernels and monitors may read (docs/adaptive.md lists them)."""
+        signals = dict(self.learner.signals)
+        signals["env.portfolio"] = self.env.state
+        signals.update(self.env.context.signals)
+        return signals
+
+    def _observe(self, fold: int, epoch: int) -> list[dict[str, Any]]:
+        """Monitors observe read-only snapshots; one health_diag event and the Prometheus gauges."""
+        names = [component.name for component in self.learner.components]
+        labels = {"learner.component_grad_norm": names, "learner.component_grad_norm_clipped": names}
+        snapshots = epoch_diagnostics(
+            self.monitors, self.isv, fold=fold, epoch=epoch, signals=self._signals(), labels=labels,
+            exporter=self.exporter, logger=log,
+        )
+        return [snapshot.to_dict() for snapshot in snapshots]
+
+    def _metrics_row(self, fold: int, epoch: int, stats: dict[str, float], validation: dict[str, float],
+                     diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+        metrics = {name: tensor.detach().cpu().numpy() for name, tensor in self.learner.metrics().items()}
+        losses = {name.removeprefix("loss."): float(v) for name, v in metrics.items() if name.startswith("loss.")}
+        grad_norms = {name.removeprefix("grad_norm."): float(v) for name, v in metrics.items() if name.startswith("grad_norm.")}
+        view = self.isv.snapshot()
+        adaptive = {
+            slot.name: [float(v) for v in view[slot.name]] if slot.width > 1 else float(view[slot.name][0])
+            for slot in self.layout.slots
+            if slot.owner not in ("foxhunt",)
+        }
+        counts = self.action_counts.cpu().numpy()
+        actions = {}
+        offset = 0
+        for branch in Branch:
+            names = BRANCH_TABLES[branch].names()
+            actions[branch.name] = {name: float(counts[offset + i]) for i, name in enumerate(names)}
+            offset += len(names)
+        return {
+            "fold": fold,
+            "epoch": epoch,
+            "losses": losses,
+            "grad_norms": grad_norms,
+            "safety_clips": float(metrics["grad.safety_clips"]),
+            "adaptive": adaptive,
+            "validation": validation,
+            "actions": actions,
+            "env_steps_per_s": stats["env_steps_per_s"],
+            "updates_per_s": stats["updates_per_s"],
+            "updates": stats["updates"],
+            "diagnostics": diagnostics,
+        }
+
+    def _save_fold_checkpoint(self, fold: Fold, epoch: int, validation: dict[str, float]) -> None:
+        resume.save_policy(self, fold, epoch, validation)
+
+    def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
+        baselines = {name: evaluation.metrics_of(result) for name, result in self.baselines.items()}
+        timestamps = self.data.market.timestamps[fold.validation.start - 1 : fold.validation.stop].astype(str).tolist()
+        curves = {
+            "agent": best["equity"],
+            "buy_and_hold": self.baselines["buy_and_hold"].equity.tolist(),
+            "flat": self.baselines["flat"].equity.tolist(),
+        }
+        self.run_dir.write_equity(fold.index, timestamps[: len(curves["agent"])], curves)
+        return {
+            "fold": fold.index,
+            "best_epoch": best["epoch"],
+            "train": [fold.train.start, fold.train.stop],
+            "validation": [fold.validation.start, fold.validation.stop],
+            "agent": best["agent"],
+            **baselines,
+            "curves": curves,
+        }
+
+    def _summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        bars_per_year = self.data.market.instrument.bars_per_year
+        overall = {}
+        for policy in evaluation.POLICIES:
+            curves = [np.asarray(r["curves"][policy], dtype=np.float64) for r in results]
+            overall[policy] = evaluation.combine(
+                curves, [r[policy]["trades"] for r in results], [r[policy]["turnover"] for r in results], bars_per_year
+            )
+        folds = [{k: v for k, v in r.items() if k != "curves"} for r in results]
+        return {
+            "data": self.config.data.source,
+            "data_hash": self.data.market.content_hash(),
+            "seed": self.config.run.seed,
+            "validation_metric": self.config.train.validation_metric,
+            "folds": folds,
+            "overall": overall,
+        }
+
