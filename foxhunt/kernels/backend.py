@@ -19,7 +19,7 @@ import os
 
 import torch
 
-__all__ = ["Backend", "resolve_backend", "simulator_enabled"]
+__all__ = ["Backend", "resolve_backend", "simulator_enabled", "concrete_device"]
 
 
 class Backend(enum.StrEnum):
@@ -33,6 +33,18 @@ class Backend(enum.StrEnum):
 def simulator_enabled() -> bool:
     """Whether numba's CUDA simulator is switched on for this process."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+def concrete_device(device: torch.device | str) -> torch.device:
+    """``device`` with its index filled in: ``cuda`` becomes ``cuda:N`` (the current GPU).
+
+    Tensors always report an indexed device, so comparing them with a bare
+    ``cuda`` would fail; every place that checks devices uses this form.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def resolve_backend(device: torch.device | str, requested: Backend | str | None = None) -> Backend:

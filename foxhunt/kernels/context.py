@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt.kernels.backend import Backend
+from foxhunt.kernels.backend import Backend, concrete_device
 
 __all__ = ["KernelContext"]
 
@@ -32,7 +32,7 @@ class KernelContext:
     launches is how values change, which keeps launches free of host syncs.
     """
 
-    device: torch.device = attrs.field(converter=torch.device)
+    device: torch.device = attrs.field(converter=concrete_device)
     backend: Backend = attrs.field(converter=Backend)
     isv: torch.Tensor | None = None
     layout: Any = None

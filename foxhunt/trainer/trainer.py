@@ -22,7 +22,6 @@ import torch
 
 from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
-from foxhunt.config_loading import unstructure
 from foxhunt.core_declarations import EPOCH, FOLD, PROGRESS, TOTAL_EPOCHS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
@@ -33,7 +32,7 @@ from foxhunt.errors import FoxhuntError
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
 from foxhunt.isv import ISV
-from foxhunt.kernels.backend import resolve_backend
+from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
 from foxhunt.metrics_export import MetricsExporter
@@ -49,16 +48,17 @@ __all__ = ["Trainer", "resolve_device", "prepare_data", "PreparedData"]
 log = structlog.get_logger(__name__)
 
 EPSILON_SLOT = "epsilon.branch"
+FALLBACK_EPSILON = 0.05  # exploration rate per branch when no plugin declares epsilon.branch
 HEALTH_SLOT = "health.value"
 
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> CUDA when available, else the CPU; ``cuda`` without a GPU is an error."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise FoxhuntError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu or auto")
-    return torch.device(name)
+    return concrete_device(name)
 
 
 @attrs.frozen
@@ -158,10 +158,17 @@ class Trainer:
             )
         self.explorer = BranchExplorer(config.env.n_envs, seed, self.device)
         self.prev_obs = torch.zeros_like(self.env.obs)
-        sizes = branch_sizes()
+        self.branch_sizes = branch_sizes()
+        sizes = self.branch_sizes
         self.action_offsets = torch.tensor(np.cumsum([0, *sizes[:-1]]), dtype=torch.int64, device=self.device)
-        self.action_counts = torch.zeros(sum(sizes), dtype=torch.float64, device=self.device)
-        self.epsilon = self.isv.view(EPSILON_SLOT) if EPSILON_SLOT in self.layout.offsets else None
+        self.action_counts = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
+        self.action_ones = torch.ones(config.env.n_envs * len(sizes), dtype=torch.float32, device=self.device)
+        # ε per branch lives in the ISV when the epsilon plugin is enabled; otherwise a constant device tensor.
+        self.epsilon = (
+            self.isv.view(EPSILON_SLOT)
+            if EPSILON_SLOT in self.layout.offsets
+            else torch.full((len(sizes),), FALLBACK_EPSILON, device=self.device)
+        )
         self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.exporter = MetricsExporter(self.run_id)
         self.metrics_server = self.exporter.serve(self.metrics_port) if self.metrics_port is not None else None
@@ -271,34 +278,16 @@ class Trainer:
         return True
 
     def _collect_and_learn(self, epoch: int, progress: RunProgress) -> dict[str, float]:
-        """One epoch of experience: act, step every environment, store, learn (the hot loop)."""
+        """One epoch of experience: ``steps_per_epoch`` calls of :meth:`train_step`, timed."""
         train = self.config.train
         self.action_counts.zero_()
-        sizes = branch_sizes()
         progress.epoch_started(train.steps_per_epoch)
         started = time.perf_counter()
         updates = 0
         for step in range(train.steps_per_epoch):
-            q = self.learner.act_values(self.obs)
-            per_branch = [q[:, b, : sizes[b]] for b in Branch]
-            if train.exploration == "boltzmann":
-                actions = self.explorer.boltzmann(per_branch, train.temperature)
-            else:
-                epsilon = self.epsilon if self.epsilon is not None else 0.05
-                actions = self.explorer.epsilon_greedy(per_branch, epsilon)
-            self.action_counts.index_add_(
-                0, (actions + self.action_offsets).reshape(-1), torch.ones(actions.numel(), dtype=torch.float64, device=self.device)
-            )
-            self.prev_obs.copy_(self.obs)
-            obs, reward, done = self.env.step(actions)
-            self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
-            self.obs = obs
-            self.step_counter.add_(1)
-            if epoch * train.steps_per_epoch + step >= train.warmup_steps:
-                for _ in range(train.updates_per_step):
-                    self.learner.step(self.config.learner.batch_size)
-                    self._run_kernels(KernelPoint.STEP)
-                    updates += 1
+            learn = epoch * train.steps_per_epoch + step >= train.warmup_steps
+            self.train_step(learn)
+            updates += train.updates_per_step if learn else 0
             progress.step_done()
         elapsed = max(time.perf_counter() - started, 1e-9)
         return {
@@ -307,6 +296,31 @@ class Trainer:
             "updates": updates,
             "seconds": elapsed,
         }
+
+    def train_step(self, learn: bool = True) -> None:
+        """The hot path: act, step every environment, store, learn, run the step kernels.
+
+        No host-device synchronisation and no Python value that changes between
+        calls (ε comes from the ISV as a device tensor), so on a GPU the whole
+        step can be captured in a CUDA graph (``tests_gpu/test_hot_path.py``).
+        """
+        train = self.config.train
+        q = self.learner.act_values(self.obs)
+        per_branch = [q[:, b, :size] for b, size in zip(Branch, self.branch_sizes)]
+        if train.exploration == "boltzmann":
+            actions = self.explorer.boltzmann(per_branch, train.temperature)
+        else:
+            actions = self.explorer.epsilon_greedy(per_branch, self.epsilon)
+        self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
+        self.prev_obs.copy_(self.obs)
+        obs, reward, done = self.env.step(actions)
+        self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
+        self.obs = obs
+        self.step_counter.add_(1)
+        if learn:
+            for _ in range(train.updates_per_step):
+                self.learner.step(self.config.learner.batch_size)
+                self._run_kernels(KernelPoint.STEP)
 
     def _signals(self) -> dict[str, torch.Tensor]:
         """Every named device tensor kernels and monitors may read (docs/adaptive.md lists them)."""

@@ -1,0 +1,81 @@
+"""Invariant 3 on a real GPU: the training step never synchronises with the host and can be graph-captured.
+
+Run on an NVIDIA machine (these tests are not collected by the CPU suite)::
+
+    python3 -m pytest -q tests_gpu
+
+torch's sync debug mode turns any host-device synchronisation that torch
+performs (``.item()``, ``.cpu()``, a Python branch on a device value, a
+blocking copy) into an error; the step must run clean under it. A CUDA graph
+then replays the whole step, with every random draw coming from device
+counters, so replays must produce new actions and new replay contents.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foxhunt.config import load_config
+from foxhunt.trainer.progress import RunProgress
+from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.trainer import Trainer
+
+SMALL = [
+    "data.source=synthetic:planted?bars=3000&seed=2",
+    "run.device=cuda",
+    "env.n_envs=1024",
+    "learner.batch_size=4096",
+    "learner.replay.capacity=262144",
+    "train.epochs=1",
+    "train.steps_per_epoch=40",
+    "train.warmup_steps=8",
+    "folds.n_folds=1",
+    "folds.train_bars=1500",
+    "folds.validation_bars=300",
+]
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    if not torch.cuda.is_available():
+        raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
+    config = load_config(None, SMALL)
+    trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("gpu_run")), show_progress=False)
+    trainer._build()
+    trainer._start_fold(trainer.data.folds[0])
+    trainer._collect_and_learn(0, RunProgress(False, 1, 1))  # compiles kernels, fills replay, warms allocators
+    torch.cuda.synchronize()
+    return trainer
+
+
+def test_training_step_never_synchronises(trainer):
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            trainer.train_step(learn=True)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert torch.isfinite(trainer.isv.tensor[: trainer.layout.offset("isv.fingerprint")]).all()
+
+
+def test_training_step_replays_as_a_cuda_graph(trainer):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm-up on the side stream, as CUDA graph capture requires
+            trainer.train_step(learn=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        trainer.train_step(learn=True)
+    updates_before = int(trainer.learner.updates)
+    actions_before = trainer.env.actions.clone()
+    graph.replay()
+    first = trainer.env.actions.clone()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert int(trainer.learner.updates) == updates_before + 2
+    assert not torch.equal(first, trainer.env.actions) or not torch.equal(actions_before, first)
+    assert torch.isfinite(trainer.isv.tensor[: trainer.layout.offset("isv.fingerprint")]).all()
