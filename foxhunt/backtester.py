@@ -103,7 +103,7 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     learner.load_policy_state_dict(
         {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
     )
-    agent = backtest(evaluation.greedy_policy(learner.act_values), market.ohlcv, values, market.instrument, config.env, window=window)
+    agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=window)
     baselines = evaluation.baseline_results(market.ohlcv, values, market.instrument, config.env, window)
     results = {"agent": agent, **baselines}
     stamps = market.timestamps[window[0] : window[1]].astype(str).tolist()

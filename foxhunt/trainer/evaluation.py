@@ -21,11 +21,16 @@ SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "tra
 POLICIES = ("agent", "buy_and_hold", "flat")
 
 
-def greedy_policy(act_values) -> Any:
-    """Observation ``[1, obs]`` -> the argmax action of every branch ``[1, Branch]`` (padded actions are -inf)."""
+def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
+    """Observation ``[1, obs]`` -> the argmax action of every branch ``[1, Branch]`` (padded actions are -inf).
+
+    Backtests step one environment in float64 on the CPU; the network may live on
+    ``device``, so observations go there and actions come back (a validation-time copy,
+    not the training step).
+    """
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
-        return act_values(obs).argmax(dim=-1)
+        return act_values(obs.to(device)).argmax(dim=-1).cpu()
 
     return policy
 

@@ -256,7 +256,7 @@ class Trainer:
             self._run_kernels(KernelPoint.EPOCH)
             diagnostics = self._observe(fold.index, epoch)
             result = backtest(
-                evaluation.greedy_policy(self.learner.act_values), self.data.market.ohlcv, self.features,
+                evaluation.greedy_policy(self.learner.act_values, self.device), self.data.market.ohlcv, self.features,
                 self.data.market.instrument, self.config.env, window=(fold.validation.start, fold.validation.stop),
             )
             validation = evaluation.metrics_of(result)

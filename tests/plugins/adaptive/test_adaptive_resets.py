@@ -41,7 +41,7 @@ def test_soft_reset_slots_are_declared_with_their_bootstrap_and_ema_length():
 
 
 def test_health_restarts_at_its_bootstrap_then_decays_toward_the_observed_value_at_its_rate():
-    run = build_run(["health"], diagnostics=False)
+    run = build_run(["health"], device=DEVICE, diagnostics=False)
     _warm(run)
     assert run.isv.view(health.VALUE).item() != health.HEALTH_BOOTSTRAP
     run.registry.fold_boundary()
@@ -63,7 +63,7 @@ def test_health_restarts_at_its_bootstrap_then_decays_toward_the_observed_value_
 
 
 def test_support_restarts_at_its_bootstrap_then_converges_at_least_at_its_base_rate():
-    run = build_run(["support"], diagnostics=False)
+    run = build_run(["support"], device=DEVICE, diagnostics=False)
     _warm(run)
     run.registry.fold_boundary()
     np.testing.assert_array_equal(run.isv.view(support.CENTER).cpu().numpy(), support.CENTER_BOOTSTRAP)
@@ -91,7 +91,7 @@ def test_support_restarts_at_its_bootstrap_then_converges_at_least_at_its_base_r
 
 
 def test_grad_balance_restarts_at_one_then_decays_toward_the_balancing_scale_at_its_rate():
-    run = build_run(["grad_balance"], diagnostics=False)
+    run = build_run(["grad_balance"], device=DEVICE, diagnostics=False)
     _warm(run)
     run.registry.fold_boundary()
     np.testing.assert_array_equal(run.isv.view(grad_balance.SCALE).cpu().numpy(), grad_balance.SCALE_BOOTSTRAP)
@@ -109,7 +109,7 @@ def test_grad_balance_restarts_at_one_then_decays_toward_the_balancing_scale_at_
 
 
 def test_fold_reset_restores_every_reset_slot_and_leaves_training_persist_slots_alone():
-    run = build_run()
+    run = build_run(device=DEVICE)
     _warm(run)
     attach_monitors(run.registry, run.monitors)
     view = run.isv.snapshot()
