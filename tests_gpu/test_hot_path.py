@@ -68,6 +68,7 @@ def test_training_step_replays_as_a_cuda_graph(trainer):
             trainer.train_step(learn=True)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(trainer.learner.generator)  # replay draws advance the learner's own generator
     with torch.cuda.graph(graph):
         trainer.train_step(learn=True)
     updates_before = int(trainer.learner.updates)
