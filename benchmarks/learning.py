@@ -20,7 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import logging
+
 import numpy as np
+import structlog
 
 from foxhunt.config import load_config
 from foxhunt.data import load, oracle_positions
@@ -77,6 +80,8 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="*", default=None, choices=sorted(DATASETS))
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
     args = parser.parse_args()
+    # A benchmark is a program, so it may configure logging: keep the table readable.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     names = args.datasets or (["planted", "eurusd"] if args.quick else list(DATASETS))
     seeds = range(2 if args.quick else args.seeds)
     print(f"| dataset | device | seeds | agent OOS Sharpe (mean ± sd) | oracle | buy & hold | wall s/run | env steps/s | updates/s |")

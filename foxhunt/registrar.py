@@ -69,16 +69,19 @@ class Registrar:
         reset: Callable[[Any], None] | None = None,
         decay_steps: int | None = None,
         doc: str = "",
+        factory: Callable[[], Any] | None = None,
     ) -> str:
         """Register a state-reset entry; returns ``name``.
 
         For an ISV slot use the slot's name and leave ``reset`` out: the
         registry writes the slot's ``init`` (for soft-reset: its bootstrap).
-        For other state pass ``reset(obj)``; the runtime attaches ``obj`` later.
+        For other state pass ``reset(obj)``; the core attaches ``obj`` when it
+        owns the object (learner, environment, monitors), and a plugin that
+        owns the object itself passes ``factory`` to build it at run start.
         """
         self._check_open(f"state entry {name!r}")
         try:
-            entry = StateEntry(name, self.owner, category, reset, decay_steps, doc)
+            entry = StateEntry(name, self.owner, category, reset, decay_steps, doc, factory=factory)
         except ValueError:
             known = ", ".join(str(c) for c in ResetCategory)
             self._declarations.problems.append(

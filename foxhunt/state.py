@@ -47,6 +47,8 @@ class StateEntry:
     ``None`` and the registry writes the slot's declared ``init`` (the
     bootstrap value, for soft-reset slots). ``decay_steps`` documents how fast a
     soft-reset value returns to observed values (the owning kernel's EMA length).
+    ``factory`` (optional) builds the live object when the run starts, for
+    state that a plugin owns outside the ISV (the trainer attaches its result).
     """
 
     name: str
@@ -56,6 +58,7 @@ class StateEntry:
     decay_steps: int | None = None
     doc: str = ""
     is_isv_slot: bool = False
+    factory: Callable[[], Any] | None = None
 
     def has_dispatch(self) -> bool:
         return self.reset is not None or self.is_isv_slot
@@ -98,6 +101,15 @@ class StateRegistry:
     def attached(self, name: str) -> Any:
         self.entry(name)
         return self._objects.get(name)
+
+    def attach_factories(self) -> list[str]:
+        """Build and attach every unattached entry that declared a ``factory``; returns their names."""
+        built = []
+        for entry in self.entries():
+            if entry.factory is not None and entry.name not in self._objects:
+                self._objects[entry.name] = entry.factory()
+                built.append(entry.name)
+        return built
 
     def unattached(self) -> list[str]:
         """Resetting entries with no live object yet: state declared but never wired into the run."""

@@ -10,6 +10,7 @@ import torch
 from foxhunt import ISV, PluginHost, ResetCategory, StateRegistry, hookimpl
 from foxhunt.errors import PluginError, StateRegistryError
 from foxhunt.isv import FINGERPRINT_SLOT
+from foxhunt.registrar import Declarations, Registrar
 from foxhunt.state import StateEntry
 
 SLOTS = {  # name: (category, init)
@@ -181,3 +182,24 @@ def test_freeze_requires_a_dispatch_for_resetting_non_slot_state() -> None:
         "[nodispatch from nodispatch-dist 0.3] state entry 'opt.moments' (fold-reset) has no reset dispatch; pass reset=callable",
         "[nodispatch from nodispatch-dist 0.3] state entry 'replay.contents' (window-reset) has no reset dispatch; pass reset=callable",
     ]
+
+
+def test_a_plugin_owned_object_is_built_by_its_factory_and_reset_through_the_registry():
+    declarations = Declarations()
+    built = []
+
+    def make() -> dict:
+        built.append(1)
+        return {"count": 5}
+
+    Registrar("stats_plugin", declarations).state(
+        "stats_plugin.counts", "fold-reset", reset=lambda obj: obj.update(count=0), factory=make
+    )
+    registry = StateRegistry(declarations.states)
+    assert registry.unattached() == ["stats_plugin.counts"]
+    assert registry.attach_factories() == ["stats_plugin.counts"]
+    assert registry.unattached() == [] and len(built) == 1
+    assert registry.attached("stats_plugin.counts") == {"count": 5}
+    registry.fold_boundary()
+    assert registry.attached("stats_plugin.counts") == {"count": 0}
+    assert registry.attach_factories() == []  # already attached: never built twice

@@ -149,6 +149,7 @@ class Trainer:
         )
         self.learner.attach_state(self.registries.state)
         attach_monitors(self.registries.state, self.monitors)
+        self.registries.state.attach_factories()
         unattached = self.registries.state.unattached()
         if unattached:
             raise FoxhuntError(
