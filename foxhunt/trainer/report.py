@@ -148,6 +148,10 @@ def build_report(run_dir: Path) -> Path:
     for path in sorted((run_dir / "equity").glob("fold_*.csv")):
         curves = read_equity(path)
         sections.append(_equity_plot(path.stem.removeprefix("fold_"), curves))
+    budgets = (metrics[-1].get("budgets") if metrics else None) or {}
+    if budgets:
+        cells = "".join(f"<tr><td>{html.escape(name)}</td><td>{share:.3f}</td></tr>" for name, share in sorted(budgets.items()))
+        sections.append(f"<h2>Loss components and their gradient budgets</h2><table><tr><th>component</th><th>budget</th></tr>{cells}</table>")
     grad = _collect_series(metrics, "grad_norms")
     if grad:
         sections.append("<h2>Gradient norms per loss component (pre-clip)</h2>")

@@ -345,6 +345,11 @@ class Trainer:
         metrics = {name: tensor.detach().cpu().numpy() for name, tensor in self.learner.metrics().items()}
         losses = {name.removeprefix("loss."): float(v) for name, v in metrics.items() if name.startswith("loss.")}
         grad_norms = {name.removeprefix("grad_norm."): float(v) for name, v in metrics.items() if name.startswith("grad_norm.")}
+        clipped = {
+            name.removeprefix("grad_norm_clipped."): float(v)
+            for name, v in metrics.items()
+            if name.startswith("grad_norm_clipped.")
+        }
         view = self.isv.snapshot()
         adaptive = {
             slot.name: [float(v) for v in view[slot.name]] if slot.width > 1 else float(view[slot.name][0])
@@ -362,7 +367,9 @@ class Trainer:
             "fold": fold,
             "epoch": epoch,
             "losses": losses,
+            "budgets": {c.name: b for c, b in zip(self.learner.components, self.learner.budgets, strict=True)},
             "grad_norms": grad_norms,
+            "grad_norms_clipped": clipped,
             "safety_clips": float(metrics["grad.safety_clips"]),
             "adaptive": adaptive,
             "validation": validation,

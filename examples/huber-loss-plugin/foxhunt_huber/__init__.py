@@ -30,7 +30,7 @@ DEFAULT_BUDGET = 0.15  # the share of max_grad_norm it takes when [learner.budge
 FOXHUNT_AUDIT = """
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|
-| `huber` | loss | huber (foxhunt_huber) | wired | tests/test_huber.py, tests/test_conformance.py |
+| `huber` | loss | huber (foxhunt_huber) | wired | tests/test_huber.py, tests/test_huber_conformance.py |
 """
 
 

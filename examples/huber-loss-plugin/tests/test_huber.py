@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import foxhunt_huber
@@ -24,6 +24,7 @@ def reference(delta: float, kappa: float) -> float:
     return 0.5 * delta * delta if abs(delta) <= kappa else kappa * (abs(delta) - 0.5 * kappa)
 
 
+@settings(deadline=None, max_examples=25)  # the first example pays torch's warm-up
 @given(
     st.lists(st.floats(-50, 50, allow_nan=False), min_size=1, max_size=16),
     st.floats(0.05, 5.0),
