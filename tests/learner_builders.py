@@ -1,0 +1,105 @@
+"""Small learners and a frozen host with the five built-in losses, shared by tests/learner and tests/plugins/losses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+import foxhunt.learner.declarations as learner_declarations
+from foxhunt.actions import Branch, branch_sizes
+from foxhunt.isv import ISV
+from foxhunt.learner import Learner, LearnerConfig, ReplayConfig
+from foxhunt.plugins import FrozenRegistries, PluginHost
+from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
+
+LOSS_MODULES = (c51, mse, cql, iqn, ensemble)
+OBS_DIM = 6
+N_ENVS = 3
+
+
+def small_config(**changes: Any) -> LearnerConfig:
+    base = {
+        "hidden": (16, 16),
+        "head_hidden": 8,
+        "n_atoms": 11,
+        "n_quantiles": 4,
+        "n_target_quantiles": 5,
+        "n_cos": 8,
+        "ensemble_size": 3,
+        "replay": ReplayConfig(capacity=300, anneal_steps=50),
+        "batch_size": 32,
+    }
+    base.update(changes)
+    return LearnerConfig(**base)
+
+
+def frozen_host(extra: Sequence[tuple[Any, str]] = (), losses: Sequence[Any] = LOSS_MODULES) -> tuple[PluginHost, FrozenRegistries]:
+    host = PluginHost()
+    host.add_plugin(learner_declarations, "learner")
+    for module in losses:
+        host.add_plugin(module, module.NAME)
+    for plugin, name in extra:
+        host.add_plugin(plugin, name)
+    host.declare()
+    return host, host.freeze()
+
+
+def fill_replay(learner: Learner, steps: int, seed: int = 0) -> None:
+    """Random transitions with valid actions in every branch and occasional episode ends."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.tensor(branch_sizes())
+    dtype = learner.dtype
+    for _ in range(steps):
+        obs = torch.randn(N_ENVS, OBS_DIM, generator=g, dtype=dtype)
+        actions = (torch.rand(N_ENVS, len(Branch), generator=g) * sizes).long()
+        rewards = torch.randn(N_ENVS, generator=g, dtype=dtype)
+        next_obs = torch.randn(N_ENVS, OBS_DIM, generator=g, dtype=dtype)
+        dones = (torch.rand(N_ENVS, generator=g) < 0.1).to(dtype)
+        learner.replay.add(obs, actions, rewards, next_obs, dones)
+
+
+class Kit:
+    """The builders above, handed to tests as a fixture (test modules never import a conftest by name)."""
+
+    obs_dim = OBS_DIM
+    n_envs = N_ENVS
+    small_config = staticmethod(small_config)
+    frozen_host = staticmethod(frozen_host)
+    fill_replay = staticmethod(fill_replay)
+
+
+@pytest.fixture
+def kit() -> type[Kit]:
+    return Kit
+
+
+@pytest.fixture(autouse=True)
+def single_thread():
+    """These networks are tiny: one intra-op thread is fastest, and immune to other processes on the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def make_learner() -> Callable[..., Learner]:
+    def build(config: LearnerConfig | None = None, *, seed: int = 0, extra: Sequence[tuple[Any, str]] = (),
+              losses: Sequence[Any] = LOSS_MODULES, dtype: torch.dtype = torch.float32, fill: int = 40,
+              **changes: Any) -> Learner:
+        """A small learner on CPU; ``changes`` edit :func:`small_config` when ``config`` is not given."""
+        config = config or small_config(**changes)
+        host, registries = frozen_host(extra, losses)
+        isv = ISV(registries.layout)
+        learner = Learner(config, registries.layout, isv, host.loss_components(config), OBS_DIM, "cpu", seed,
+                          n_envs=N_ENVS, dtype=dtype)
+        learner.attach_state(registries.state)
+        learner.registries = registries
+        if fill:
+            fill_replay(learner, fill)
+        return learner
+
+    return build
