@@ -35,6 +35,10 @@ class RunConfig:
 
     seed: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     device: str = attrs.field(default="auto", validator=attrs.validators.in_(DEVICES))
+    # torch's CPU threads for `foxhunt train` (0: torch's own default). One is the default because the
+    # networks are small and the env kernels already use every core: on 2 shared cores, two torch threads
+    # spinning against numba's were measured up to 6x slower.
+    threads: int = attrs.field(default=1, validator=attrs.validators.ge(0))
 
 
 @attrs.frozen

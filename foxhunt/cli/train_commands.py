@@ -6,6 +6,7 @@ from pathlib import Path
 
 import attrs
 import click
+import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -77,6 +78,8 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         run_dir = RunDirectory(path)
     if device is not None:
         config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool
     with StopFlag() as stop:
         trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
         summary = trainer.run(resume_from=resume_dir)

@@ -385,7 +385,8 @@ class Trainer:
 
     def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
         baselines = {name: evaluation.metrics_of(result) for name, result in self.baselines.items()}
-        timestamps = self.data.market.timestamps[fold.validation.start - 1 : fold.validation.stop].astype(str).tolist()
+        # equity[i] is the portfolio after bar validation.start + i (equity[0]: the initial cash at the first bar)
+        timestamps = self.data.market.timestamps[fold.validation.start : fold.validation.stop].astype(str).tolist()
         curves = {
             "agent": best["equity"],
             "buy_and_hold": self.baselines["buy_and_hold"].equity.tolist(),

@@ -1,0 +1,366 @@
+"""``foxhunt train``, ``backtest``, ``report`` and ``datasets list`` end to end, in-process.
+
+One tiny run (two folds of two epochs on an 800-bar planted market) is trained
+once for the module; every artifact of its run directory is checked, and the
+other commands are run against it.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import importlib.util
+import json
+import math
+import shutil
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pytest
+
+from foxhunt import __version__
+from foxhunt.checkpoint import load_checkpoint
+from foxhunt.cli.common import frozen_host
+from foxhunt.config import load_config
+from foxhunt.data import load
+from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS
+
+_spec = importlib.util.spec_from_file_location(
+    "foxhunt_trainer_testkit", Path(__file__).resolve().parents[1] / "trainer" / "trainer_testkit.py"
+)
+kit: ModuleType = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kit)
+
+BUILT_IN_PLUGINS = (
+    "market_env", "c51", "mse", "cql", "iqn", "ensemble", "health", "tau", "gamma", "epsilon", "kelly", "support",
+    "grad_balance", "static", "diagnostics",
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cache = tmp_path_factory.mktemp("foxhunt-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
+        patch.setenv("COLUMNS", "240")  # rich tables are not wrapped, so names appear whole
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, _private_feature_cache: Path) -> tuple[Path, Any]:
+    """The module's one run: its directory and the CLI result."""
+    out = tmp_path_factory.mktemp("train") / "run"
+    result = kit.invoke(*kit.train_args(out))
+    assert result.exit_code == 0, result.output
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def run_dir(trained: tuple[Path, Any]) -> Path:
+    return trained[0]
+
+
+@pytest.fixture(scope="module")
+def summary(run_dir: Path) -> dict[str, Any]:
+    return kit.read_summary(run_dir)
+
+
+def expected_config():
+    overrides = [*kit.TINY, f'data.source="{kit.TINY_DATA}"']
+    config = load_config(None, overrides)
+    return attrs.evolve(config, run=attrs.evolve(config.run, device="cpu"))
+
+
+# -- foxhunt train: the run directory ------------------------------------------------------------
+
+
+def test_train_prints_the_summary_table_and_the_run_directory(trained: tuple[Path, Any]) -> None:
+    run_dir, result = trained
+    assert "buy and hold" in result.stdout
+    assert str(run_dir) in result.stdout.replace("\n", "")
+    assert "Traceback" not in result.output
+
+
+def test_config_toml_loads_back_to_the_config_that_ran(run_dir: Path) -> None:
+    assert load_config(run_dir / "config.toml") == expected_config()
+
+
+def test_plugins_json_names_every_built_in_plugin_with_its_version(run_dir: Path) -> None:
+    plugins = json.loads((run_dir / "plugins.json").read_text(encoding="utf-8"))
+    host, _ = frozen_host(expected_config())
+    assert plugins == host.versions()
+    for name in BUILT_IN_PLUGINS:
+        assert plugins[name] == {"distribution": "foxhunt", "version": __version__}
+
+
+def test_metrics_jsonl_has_one_complete_line_per_fold_and_epoch(run_dir: Path) -> None:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(row["fold"], row["epoch"]) for row in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    losses = {"c51", "cql", "ensemble", "iqn", "mse"}
+    for row in rows:
+        assert set(row["losses"]) == losses
+        assert set(row["grad_norms"]) == losses | {"combined"}
+        for value in (*row["losses"].values(), *row["grad_norms"].values()):
+            assert math.isfinite(value)
+        assert 0.0 < row["adaptive"]["tau.value"] < 1.0
+        assert len(row["adaptive"]["gamma.branch"]) == 4
+        assert 0.0 <= row["adaptive"]["health.value"] <= 1.0
+        assert set(row["validation"]) >= set(SUMMARY_KEYS)
+        assert row["env_steps_per_s"] > 0 and row["updates_per_s"] > 0
+        assert sum(row["actions"]["DIRECTION"].values()) == 12 * 8  # steps_per_epoch x n_envs
+        assert {snapshot["name"] for snapshot in row["diagnostics"]} >= {"health", "tau", "gradients"}
+
+
+def test_fold_checkpoints_load_against_the_current_layout(run_dir: Path, summary: dict[str, Any]) -> None:
+    _, registries = frozen_host(expected_config())
+    for fold in (0, 1):
+        tensors, metadata = load_checkpoint(run_dir / "checkpoints" / f"fold_{fold}", registries.layout)
+        assert metadata["kind"] == "policy"
+        assert metadata["fold"] == fold
+        assert metadata["epoch"] == summary["folds"][fold]["best_epoch"]
+        assert metadata["validation"] == summary["folds"][fold]["agent"]
+        assert metadata["isv"]["fingerprint"] == registries.layout.fingerprint_hex
+        assert metadata["seed"] == 0 and metadata["data_hash"] == summary["data_hash"]
+        assert tensors["isv"].shape == (registries.layout.size,)
+        assert any(name.startswith("learner.") for name in tensors)
+    assert not (run_dir / "checkpoints" / "resume").exists()  # only a stopped run leaves one
+
+
+def test_equity_csv_has_every_validation_bar_of_each_policy(run_dir: Path, summary: dict[str, Any]) -> None:
+    stamps = load(kit.TINY_DATA).timestamps.astype(str)
+    for fold in summary["folds"]:
+        with open(run_dir / "equity" / f"fold_{fold['fold']}.csv", newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        start, stop = fold["validation"]
+        # Row i is the equity after validation bar start + i (row 0: the initial cash, at the first bar).
+        assert [row["timestamp"] for row in rows] == list(stamps[start:stop])
+        assert list(rows[0]) == ["timestamp", "agent", "buy_and_hold", "flat"]
+        for policy in POLICIES:
+            curve = [float(row[policy]) for row in rows]
+            assert curve[-1] - curve[0] == pytest.approx(fold[policy]["net_pnl"], rel=1e-9, abs=1e-6)
+        assert {float(row["flat"]) for row in rows} == {float(rows[0]["flat"])}
+
+
+def test_summary_has_every_metric_per_fold_and_overall(summary: dict[str, Any]) -> None:
+    assert len(summary["folds"]) == 2
+    for section in (*summary["folds"], summary["overall"]):
+        for policy in POLICIES:
+            assert set(section[policy]) >= set(SUMMARY_KEYS)
+            assert all(math.isfinite(section[policy][key]) for key in SUMMARY_KEYS)
+    assert summary["overall"]["flat"]["net_pnl"] == 0.0
+    assert summary["overall"]["agent"]["net_pnl"] == pytest.approx(sum(f["agent"]["net_pnl"] for f in summary["folds"]))
+    first, second = summary["folds"]
+    assert first["train"][1] <= first["validation"][0] and first["validation"][1] == second["validation"][0]
+
+
+class _Document(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attributes)))
+
+
+def check_report(path: Path) -> list[bytes]:
+    """Parse a report; returns its embedded images after checking it needs no network."""
+    text = path.read_text(encoding="utf-8")
+    document = _Document()
+    document.feed(text)
+    document.close()
+    names = [tag for tag, _ in document.tags]
+    assert names[:1] == ["html"] and "body" in names and "table" in names
+    images = []
+    for tag, attributes in document.tags:
+        for key in ("src", "href"):
+            if attributes.get(key) is not None:
+                assert attributes[key].startswith("data:"), f"<{tag} {key}={attributes[key][:60]}> reaches outside the file"
+        if tag == "img":
+            source = attributes["src"]
+            assert source.startswith("data:image/png;base64,")
+            images.append(base64.b64decode(source.removeprefix("data:image/png;base64,"), validate=True))
+    assert "http://" not in text and "https://" not in text and "@import" not in text
+    return images
+
+
+def test_report_is_self_contained_html_with_png_plots(run_dir: Path) -> None:
+    images = check_report(run_dir / "report.html")
+    assert len(images) >= 2 + 3  # equity per fold, gradient norms, adaptive values, losses, actions
+    assert all(image.startswith(b"\x89PNG\r\n\x1a\n") for image in images)
+
+
+def test_report_command_rebuilds_the_report(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "report.html").unlink()
+    result = kit.invoke("report", str(copy))
+    assert result.exit_code == 0, result.output
+    assert (copy / "report.html").exists()
+    assert len(check_report(copy / "report.html")) == len(check_report(run_dir / "report.html"))
+
+
+def test_report_of_a_directory_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
+    result = kit.invoke("report", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no summary.json" in result.stderr and "Traceback" not in result.output
+
+
+# -- foxhunt backtest ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+def test_backtest_reproduces_the_validation_metrics_of_the_fold(
+    run_dir: Path, summary: dict[str, Any], tmp_path: Path, fold: int
+) -> None:
+    out = tmp_path / "backtest"
+    result = kit.invoke("backtest", str(run_dir / "checkpoints" / f"fold_{fold}"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "backtest.json").read_text(encoding="utf-8"))
+    expected = summary["folds"][fold]
+    assert report["window"] == expected["validation"]
+    for policy in POLICIES:
+        for key in SUMMARY_KEYS:
+            assert report["metrics"][policy][key] == pytest.approx(expected[policy][key], rel=1e-9, abs=1e-9), (policy, key)
+
+
+def tampered_checkpoint(run_dir: Path, tmp_path: Path, edit) -> Path:
+    """A copy of fold 0's checkpoint with its metadata.json edited by ``edit``."""
+    copy = tmp_path / "fold_0"
+    shutil.copytree(run_dir / "checkpoints" / "fold_0", copy)
+    path = copy / "metadata.json"
+    metadata = json.loads(path.read_text(encoding="utf-8"))
+    edit(metadata)
+    path.write_text(json.dumps(metadata), encoding="utf-8")
+    return copy
+
+
+def test_backtest_refuses_a_tampered_fingerprint(run_dir: Path, tmp_path: Path) -> None:
+    def edit(metadata: dict[str, Any]) -> None:
+        metadata["isv"]["fingerprint"] = "0123456789abcdef"
+
+    result = kit.invoke("backtest", str(tampered_checkpoint(run_dir, tmp_path, edit)))
+    assert result.exit_code == 2
+    assert "fingerprint 0123456789abcdef does not match" in result.stderr
+    assert "no migration" in result.stderr.lower() and "Slot diff" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_backtest_refuses_a_different_layout_with_the_slot_diff(run_dir: Path, tmp_path: Path) -> None:
+    def edit(metadata: dict[str, Any]) -> None:
+        slot = next(s for s in metadata["isv"]["slots"] if s["name"] == "tau.value")
+        slot["name"] = "tau.renamed"
+
+    result = kit.invoke("backtest", str(tampered_checkpoint(run_dir, tmp_path, edit)))
+    assert result.exit_code == 2
+    assert "fingerprint" in result.stderr and "no migration" in result.stderr.lower()
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("-tau.renamed width=1") for line in lines)
+    assert any(line.startswith("+tau.value width=1") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("edit", "diff_line"),
+    [
+        (lambda plugins: plugins["tau"].update(version="0.0.1"), f"~ tau 0.0.1 -> {__version__}"),
+        (lambda plugins: plugins.pop("kelly"), f"+ kelly {__version__} (not in the checkpoint)"),
+        (lambda plugins: plugins.update(extra={"distribution": "foxhunt-extra", "version": "1.0"}), "- extra 1.0 (missing now)"),
+    ],
+    ids=["version-changed", "plugin-added-since", "plugin-gone"],
+)
+def test_backtest_refuses_a_changed_plugin_set_with_the_diff(run_dir: Path, tmp_path: Path, edit, diff_line: str) -> None:
+    result = kit.invoke("backtest", str(tampered_checkpoint(run_dir, tmp_path, lambda m: edit(m["plugins"]))))
+    assert result.exit_code == 2
+    assert "plugin set differs" in result.stderr
+    assert diff_line in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_backtest_refuses_a_resume_checkpoint_or_a_non_checkpoint(run_dir: Path, tmp_path: Path) -> None:
+    result = kit.invoke("backtest", str(tampered_checkpoint(run_dir, tmp_path, lambda m: m.update(kind="resume"))))
+    assert result.exit_code == 2 and "fold checkpoint" in result.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = kit.invoke("backtest", str(empty))
+    assert result.exit_code == 2 and "no checkpoint metadata" in result.stderr
+
+
+# -- foxhunt datasets list ----------------------------------------------------------------------
+
+
+def test_datasets_list_names_the_bundled_datasets_and_the_generators() -> None:
+    result = kit.invoke("datasets", "list")
+    assert result.exit_code == 0, result.output
+    for name in ("eurusd-1h-2017", "sp500-1d-1999-2018", "synthetic:planted", "synthetic:regime"):
+        assert name in result.stdout
+
+
+# -- errors: one clear paragraph, exit code 2 ---------------------------------------------------
+
+
+def bad_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "bars.csv"
+    path.write_text(
+        "time,open,high,low,close,volume\n"
+        "2020-01-01,1.0,2.0,0.5,1.5,10\n"
+        "2020-01-02,1.0,2.0,0.5,abc,10\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (lambda tmp: ["--data", str(tmp / "missing.csv")], ["missing.csv", "no such file"]),
+        (lambda tmp: ["--data", str(bad_csv(tmp))], ["bars.csv", "row 2 (line 3)", "column 'close'", "'abc' is not a number"]),
+        (lambda tmp: ["--data", "eurusd-2h-1066"], ["eurusd-2h-1066", "not a dataset name", "eurusd-1h-2017"]),
+        (lambda tmp: ["--data", "synthetic:planted?bars=800&colour=red"], ["colour", "not valid for synthetic:planted"]),
+        (lambda tmp: ["--set", "train.epoch=3"], ["train.epoch", "unknown key"]),
+        (lambda tmp: ["--set", "train.epochs=many"], ["train.epochs", "expected an integer"]),
+        (lambda tmp: ["--set", "train.epochs=0"], ["train.epochs"]),
+        (lambda tmp: ["--set", "no_such_section.key=1"], ["no_such_section"]),
+    ],
+    ids=["missing-file", "bad-csv-row", "unknown-dataset", "bad-synthetic-key", "unknown-key", "wrong-type", "out-of-range",
+         "unknown-section"],
+)
+def test_bad_input_is_one_clear_paragraph(tmp_path: Path, args, expected: list[str]) -> None:
+    result = kit.invoke("train", *args(tmp_path), "--out", str(tmp_path / "run"), "--device", "cpu", "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ")
+    for fragment in expected:
+        assert fragment in result.stderr
+    assert "Traceback" not in result.output
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) <= 3
+
+
+def test_unwritable_out_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    result = kit.invoke("train", "--out", str(blocker / "run"), "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert "cannot create the run directory" in result.stderr and str(blocker / "run") in result.stderr
+    assert "--out" in result.stderr and "Traceback" not in result.output
+
+
+def test_out_holding_a_finished_run_is_refused(run_dir: Path) -> None:
+    result = kit.invoke(*kit.train_args(run_dir))
+    assert result.exit_code == 2
+    assert "already holds a run" in result.stderr and "--resume" in result.stderr
+
+
+def test_resume_of_a_finished_run_is_a_clear_error(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    result = kit.invoke("train", "--resume", str(copy), "--no-progress")
+    assert result.exit_code == 2
+    assert "no resume checkpoint" in result.stderr and "Traceback" not in result.output
+
+
+def test_resume_with_new_settings_is_refused(run_dir: Path) -> None:
+    result = kit.invoke("train", "--resume", str(run_dir), "--set", "train.epochs=9")
+    assert result.exit_code == 2
+    assert "--resume" in result.stderr and "drop --config, --set and --data" in result.stderr

@@ -1,0 +1,60 @@
+"""Shared pieces of the trainer tests: the tiny run config and ways to run ``foxhunt``.
+
+numba compiles the kernels once per process (tens of seconds on 2 cores), so runs
+happen in-process wherever a subprocess is not the point of the test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from click.testing import CliRunner, Result
+
+from foxhunt.cli.main import cli
+
+# A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 2 x 80 validation < 800.
+TINY_DATA = "synthetic:planted?bars=800&seed=3"
+TINY = (
+    "train.epochs=2", "train.steps_per_epoch=12", "train.warmup_steps=4",
+    "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.embargo_bars=5",
+    "env.n_envs=8", "learner.hidden=[32,32]", "learner.head_hidden=16", "learner.batch_size=32",
+    "learner.n_atoms=11", "learner.replay.capacity=2048",
+)
+# The same run, long enough (2 folds x 12 epochs) that a live process can be scraped and interrupted mid-run.
+LIVE = (*TINY, "train.epochs=12")
+
+
+def set_args(overrides: Sequence[str]) -> list[str]:
+    """``--set KEY=VALUE`` for every override."""
+    return [arg for override in overrides for arg in ("--set", override)]
+
+
+def train_args(out: Path, overrides: Sequence[str] = TINY, data: str = TINY_DATA) -> list[str]:
+    return ["train", "--data", data, *set_args(overrides), "--out", str(out), "--device", "cpu", "--no-progress"]
+
+
+def invoke(*args: str) -> Result:
+    """``foxhunt ARGS...`` in-process (stdout and stderr apart); logging defaults restored afterwards."""
+    try:
+        return CliRunner().invoke(cli, list(args), prog_name="foxhunt")
+    finally:
+        structlog.reset_defaults()
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+
+
+def foxhunt_process(args: Sequence[str], log_dir: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``foxhunt ARGS...`` as a child process; output goes to files so a full pipe can never block it."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from foxhunt.cli.main import main; main()", "--json-logs", *args],
+        stdout=open(log_dir / "stdout.txt", "wb"), stderr=open(log_dir / "stderr.txt", "wb"), env=env,
+    )
