@@ -224,7 +224,7 @@ def test_config_show_prints_the_resolved_toml(run) -> None:
     assert result.exit_code == 0
     assert "seed = 7" in result.stdout.splitlines()
     resolved = tomllib.loads(result.stdout)
-    assert resolved["run"] == {"seed": 7, "device": "auto"}
+    assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1}
     assert resolved["plugins"] == {"enable": [], "disable": [], "require": {}}
 
 
@@ -232,7 +232,7 @@ def test_config_show_json(run, tmp_path: Path) -> None:
     config = tmp_path / "run.toml"
     config.write_text('[run]\ndevice = "cpu"\n')
     result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
-    assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu"}
+    assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1}
 
 
 def test_config_errors_are_one_paragraph_naming_the_key_path(run, tmp_path: Path) -> None:
