@@ -20,7 +20,6 @@ import argparse
 import time
 from collections.abc import Callable
 
-import attrs
 import torch
 
 import foxhunt.learner.declarations as learner_declarations

@@ -84,7 +84,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     names = args.datasets or (["planted", "eurusd"] if args.quick else list(DATASETS))
     seeds = range(2 if args.quick else args.seeds)
-    print(f"| dataset | device | seeds | agent OOS Sharpe (mean ± sd) | oracle | buy & hold | wall s/run | env steps/s | updates/s |")
+    print("| dataset | device | seeds | agent OOS Sharpe (mean ± sd) | oracle | buy & hold | wall s/run | env steps/s | updates/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         source = DATASETS[name]

@@ -19,7 +19,7 @@ from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig, physics_params
 from foxhunt.env.kernel import run_env_reset, run_env_step
 from foxhunt.env.tables import EP, OHLCV, PS, RNG, PortfolioObs
-from foxhunt.kernels.backend import Backend, concrete_device, resolve_backend
+from foxhunt.kernels.backend import Backend, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.rng import MASK32, hash3
 
