@@ -24,6 +24,7 @@ import logging
 
 import numpy as np
 import structlog
+import torch
 
 from foxhunt.config import load_config
 from foxhunt.data import load, oracle_positions
@@ -79,7 +80,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 seeds, planted and eurusd only")
     parser.add_argument("--datasets", nargs="*", default=None, choices=sorted(DATASETS))
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads, as `foxhunt train` sets them")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     # A benchmark is a program, so it may configure logging: keep the table readable.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     names = args.datasets or (["planted", "eurusd"] if args.quick else list(DATASETS))
