@@ -12,9 +12,15 @@ measured in current half-widths, the faster the support follows:
 A settled support moves at the base rate (stable targets for the C51
 projection); one that is badly off catches up within a few updates.
 
-Both slots are soft-reset: a fold starts from the bootstrap support
-[−10, 10] (the learner's default) and converges toward the fold's Q
-statistics at least as fast as ``(1 − r0)^t``. The learner places its atoms at
+Both slots are training-persist: the run starts from the bootstrap support
+[−10, 10] (the learner's default) and converges toward the Q statistics at
+least as fast as ``(1 − r0)^t``. They are not reset at fold boundaries because
+the network, whose C51 logits are only meaningful over this support, carries
+over folds too (like PopArt's statistics): a reset to [−10, 10] reinterpreted
+every learned distribution over a range ~10x too wide until the EMA caught
+up. On the planted market (3 folds, 1 epoch, seeds 2-5) persisting gave
+overall out-of-sample Sharpe 1.18 / 3.22 / 3.77 / 2.66 against −0.62
+/ 3.21 / 3.61 / 2.61 with the soft reset. The learner places its atoms at
 ``c_b + h_b × linspace(−1, 1, atoms)``.
 """
 
@@ -111,12 +117,12 @@ class SupportMonitor(AdaptiveMonitor):
 def foxhunt_declare(registrar: Registrar) -> None:
     registrar.slot(CENTER, width=len(Branch), init=CENTER_BOOTSTRAP,
                    doc="centre of each branch's C51 atom support [Branch] (normalised return units)")
-    registrar.state(CENTER, ResetCategory.SOFT_RESET, decay_steps=SUPPORT_DECAY_STEPS,
-                    doc=f"bootstrap {CENTER_BOOTSTRAP} at each fold, then follows the mean Q (adaptive-rate EMA)")
+    registrar.state(CENTER, ResetCategory.TRAINING_PERSIST,
+                    doc=f"starts at {CENTER_BOOTSTRAP}, follows the mean Q; kept across folds with the network")
     registrar.slot(HALF_WIDTH, width=len(Branch), init=HALF_WIDTH_BOOTSTRAP,
                    doc="half-width of each branch's atom support [Branch]: atoms span centre ± half-width")
-    registrar.state(HALF_WIDTH, ResetCategory.SOFT_RESET, decay_steps=SUPPORT_DECAY_STEPS,
-                    doc=f"bootstrap {HALF_WIDTH_BOOTSTRAP} at each fold, then follows the Q spread (adaptive-rate EMA)")
+    registrar.state(HALF_WIDTH, ResetCategory.TRAINING_PERSIST,
+                    doc=f"starts at {HALF_WIDTH_BOOTSTRAP}, follows the Q spread; kept across folds with the network")
     registrar.state(MONITOR_STATE_PREFIX + SupportMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
                     doc="fire-rate statistics of the support monitor (per fold)")
 
