@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import attrs
@@ -14,7 +15,7 @@ from foxhunt.backtester import backtest_checkpoint
 from foxhunt.cli.common import config_options, resolve_config
 from foxhunt.config import load_config
 from foxhunt.data import list_datasets
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.interrupt import StopFlag
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.run_dir import RunDirectory, fresh_run_path
@@ -75,6 +76,7 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"run.seed={seed}")
         config = resolve_config(config_path, tuple(extra))
         path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
+        created = not path.exists()
         run_dir = RunDirectory(path)
     if device is not None:
         config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
@@ -82,13 +84,27 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool
     with StopFlag() as stop:
         trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
-        summary = trainer.run(resume_from=resume_dir)
+        try:
+            summary = trainer.run(resume_from=resume_dir)
+        except FoxhuntError:
+            if resume_dir is None and created:
+                _remove_if_unused(run_dir.path)
+            raise
     if summary is None:
         console.print(f"stopped early; continue with: foxhunt train --resume {run_dir.path}")
         return
     report = build_report(run_dir.path)
     console.print(_results_table(f"out-of-sample, all folds ({config.data.source})", summary["overall"]))
     console.print(f"run directory: {run_dir.path}\nreport: {report}")
+
+
+def _remove_if_unused(path: Path) -> None:
+    """A run that failed before training (bad data, broken plugin) leaves no empty folder behind.
+
+    Only a folder this command created and that holds no file at all is removed.
+    """
+    if not any(child.is_file() for child in path.rglob("*")):
+        shutil.rmtree(path)
 
 
 def _toml_string(text: str) -> str:

@@ -335,6 +335,16 @@ def test_bad_input_is_one_clear_paragraph(tmp_path: Path, args, expected: list[s
         assert fragment in result.stderr
     assert "Traceback" not in result.output
     assert len([line for line in result.stderr.splitlines() if line.strip()]) <= 3
+    assert not (tmp_path / "run").exists()  # a run that never started leaves no empty folder behind
+
+
+def test_a_failed_start_keeps_a_folder_the_user_already_had(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me", encoding="utf-8")
+    result = kit.invoke("train", "--data", str(tmp_path / "missing.csv"), "--out", str(mine), "--device", "cpu", "--no-progress")
+    assert result.exit_code == 2
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "keep me"
 
 
 def test_unwritable_out_is_a_clear_error(tmp_path: Path) -> None:
