@@ -130,6 +130,7 @@ class PluginHost:
         self.problems: list[PluginProblem] = []
         self.declarations = Declarations()
         self.registries: FrozenRegistries | None = None
+        self.kernel_owners: dict[str, str] = {}  # kernel name -> plugin, filled by kernels()
 
     # -- lifecycle --------------------------------------------------------
     def _expect(self, *phases: Phase, action: str) -> None:
@@ -380,6 +381,7 @@ class PluginHost:
                     )
         if problems:
             raise PluginError(problems)
+        self.kernel_owners = {kernel.name: owner for owner, kernel in collected}
         return [kernel for _, kernel in collected]
 
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:

@@ -116,12 +116,7 @@ class Trainer:
         self.layout = self.registries.layout
         self.isv = ISV(self.layout, self.device)
         self.registries.state.attach_isv(self.isv)
-        components = self.host.loss_components(config)
-        if not components:
-            raise FoxhuntError(
-                "no loss component is enabled, so nothing can learn; enable at least one loss plugin "
-                "(e.g. c51) in [plugins] (see `foxhunt plugins list`)"
-            )
+        components = self.host.loss_components(config)  # none enabled: the learner's budget check says so
         kernels = self.host.kernels(config)
         self.monitors = self.host.monitors(config)
         self.host.start()
@@ -181,7 +176,7 @@ class Trainer:
 
     def _attach_env_state(self, env_kernel: str) -> None:
         """The environment object carries the state its physics plugin declared (portfolio, streams)."""
-        _, owner = self.host.component_owners(self.config)[env_kernel]
+        owner = self.host.kernel_owners[env_kernel]
         for entry in self.registries.state.entries():
             if entry.owner == owner and not entry.is_isv_slot:
                 self.registries.state.attach(entry.name, self.env)
