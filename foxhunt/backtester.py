@@ -18,7 +18,7 @@ from foxhunt.checkpoint import load_checkpoint, read_metadata, verify_layout
 from foxhunt.config import FoxhuntConfig
 from foxhunt.config_loading import structure
 from foxhunt.data import MarketData, load_from_config
-from foxhunt.env.backtest import backtest
+from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError
 from foxhunt.features import FeatureSet, Normalizer, compute_features
@@ -104,8 +104,7 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
         {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
     )
     agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=window)
-    baselines = evaluation.baseline_results(market.ohlcv, values, market.instrument, config.env, window)
-    results = {"agent": agent, **baselines}
+    results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=window)}
     stamps = market.timestamps[window[0] : window[1]].astype(str).tolist()
     host.close()
     return BacktestOutcome(

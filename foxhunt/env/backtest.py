@@ -44,7 +44,7 @@ from foxhunt.env.config import EnvConfig
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 
-__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "constant_policy"]
+__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "constant_policy", "baselines", "equity_ratios"]
 
 METRIC_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "calmar", "turnover", "trades", "hit_rate", "exposure")
 
@@ -101,9 +101,8 @@ def _annualised_ratio(mean: float, deviation: float, bars_per_year: float) -> fl
     return math.inf if mean > 0 else 0.0
 
 
-def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year: float) -> BacktestResult:
-    """Metrics from the portfolio rows ``[bars, PS]`` recorded after each step."""
-    equity = np.concatenate([[initial_cash], history[:, PS.EQUITY]]).astype(np.float64)
+def equity_ratios(equity: np.ndarray, bars_per_year: float) -> tuple[float, float, float]:
+    """Annualised Sharpe and Sortino of an equity curve's per-bar returns, and its max drawdown (a fraction)."""
     returns = equity[1:] / equity[:-1] - 1.0
     if len(returns) > 1 and np.std(returns, ddof=1) > 0:
         sharpe = float(np.mean(returns) / np.std(returns, ddof=1) * math.sqrt(bars_per_year))
@@ -111,9 +110,16 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
         sharpe = 0.0
     mean = float(np.mean(returns)) if len(returns) else 0.0
     downside = float(np.sqrt(np.mean(np.minimum(returns, 0.0) ** 2))) if len(returns) else 0.0
+    sortino = 0.0 if mean == 0 and downside == 0 else _annualised_ratio(mean, downside, bars_per_year)
     peaks = np.maximum.accumulate(equity)
-    max_drawdown = float(np.max((peaks - equity) / peaks))
-    bars = len(returns)
+    return sharpe, sortino, float(np.max((peaks - equity) / peaks))
+
+
+def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year: float) -> BacktestResult:
+    """Metrics from the portfolio rows ``[bars, PS]`` recorded after each step."""
+    equity = np.concatenate([[initial_cash], history[:, PS.EQUITY]]).astype(np.float64)
+    sharpe, sortino, max_drawdown = equity_ratios(equity, bars_per_year)
+    bars = len(equity) - 1
     growth = equity[-1] / equity[0]
     annual_return = growth ** (bars_per_year / bars) - 1.0 if bars and growth > 0 else -1.0
     last = history[-1] if len(history) else np.zeros(PS.size())
@@ -121,7 +127,7 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
     return BacktestResult(
         net_pnl=float(equity[-1] - equity[0]),
         sharpe=sharpe,
-        sortino=0.0 if mean == 0 and downside == 0 else _annualised_ratio(mean, downside, bars_per_year),
+        sortino=sortino,
         max_drawdown=max_drawdown,
         calmar=float(annual_return / max_drawdown) if max_drawdown > 0 else 0.0,
         turnover=float(last[PS.TURNOVER] / initial_cash),
@@ -162,6 +168,24 @@ def backtest(
     return result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year)
 
 
+def baselines(
+    prices: np.ndarray | torch.Tensor,
+    features: np.ndarray | torch.Tensor,
+    instrument: InstrumentSpec,
+    config: EnvConfig,
+    **options: Any,
+) -> dict[str, BacktestResult]:
+    """One contract bought at market and held (``buy_and_hold``), and staying ``flat``, over the same window."""
+    device = str(options.get("device", "cpu"))
+    one_contract = attrs.evolve(config, max_contracts=1, kelly_min_contracts=1)
+    return {
+        "buy_and_hold": backtest(
+            constant_policy(Direction.LONG, device=device), prices, features, instrument, one_contract, **options
+        ),
+        "flat": backtest(constant_policy(Direction.FLAT, device=device), prices, features, instrument, config, **options),
+    }
+
+
 def backtest_with_baselines(
     policy: Policy,
     prices: np.ndarray | torch.Tensor,
@@ -170,13 +194,6 @@ def backtest_with_baselines(
     config: EnvConfig,
     **options: Any,
 ) -> BacktestReport:
-    """:func:`backtest` of ``policy``, of one contract bought and held, and of staying flat."""
-    device = str(options.get("device", "cpu"))
-    one_contract = attrs.evolve(config, max_contracts=1, kelly_min_contracts=1)
-    return BacktestReport(
-        agent=backtest(policy, prices, features, instrument, config, **options),
-        buy_and_hold=backtest(
-            constant_policy(Direction.LONG, device=device), prices, features, instrument, one_contract, **options
-        ),
-        flat=backtest(constant_policy(Direction.FLAT, device=device), prices, features, instrument, config, **options),
-    )
+    """:func:`backtest` of ``policy`` beside the :func:`baselines`."""
+    agent = backtest(policy, prices, features, instrument, config, **options)
+    return BacktestReport(agent=agent, **baselines(prices, features, instrument, config, **options))

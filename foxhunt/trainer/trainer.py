@@ -25,7 +25,7 @@ from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.core_declarations import EPOCH, FOLD, PROGRESS, TOTAL_EPOCHS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
-from foxhunt.env.backtest import backtest
+from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import FoxhuntError
@@ -229,7 +229,7 @@ class Trainer:
         self.env.set_window(fold.train.start, fold.train.stop)
         window = (fold.validation.start, fold.validation.stop)
         market = self.data.market
-        self.baselines = evaluation.baseline_results(market.ohlcv, features, market.instrument, self.config.env, window)
+        self.baselines = baselines(market.ohlcv, features, market.instrument, self.config.env, window=window)
 
     def _start_fold(self, fold: Fold) -> None:
         """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
@@ -379,7 +379,7 @@ class Trainer:
         resume.save_policy(self, fold, epoch, validation)
 
     def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
-        baselines = {name: evaluation.metrics_of(result) for name, result in self.baselines.items()}
+        baseline_metrics = {name: evaluation.metrics_of(result) for name, result in self.baselines.items()}
         # equity[i] is the portfolio after bar validation.start + i (equity[0]: the initial cash at the first bar)
         timestamps = self.data.market.timestamps[fold.validation.start : fold.validation.stop].astype(str).tolist()
         curves = {
@@ -394,7 +394,7 @@ class Trainer:
             "train": [fold.train.start, fold.train.stop],
             "validation": [fold.validation.start, fold.validation.stop],
             "agent": best["agent"],
-            **baselines,
+            **baseline_metrics,
             "curves": curves,
         }
 
