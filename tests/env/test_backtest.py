@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import TEST_INSTRUMENT, synthetic_market
+from env_builders import TEST_INSTRUMENT, synthetic_market
 
 from foxhunt.actions import Branch, Direction
 from foxhunt.env import PS, BacktestResult, EnvConfig, backtest, backtest_with_baselines, constant_policy

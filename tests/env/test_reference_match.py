@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import TEST_INSTRUMENT, random_actions, synthetic_market
+from env_builders import TEST_INSTRUMENT, random_actions, synthetic_market
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
