@@ -36,11 +36,11 @@ SMALL = [
 ]
 
 
-@pytest.fixture(scope="module")
-def trainer(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["eager-learner", "compiled-learner"])
+def trainer(request, tmp_path_factory):
     if not torch.cuda.is_available():
         raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
-    config = load_config(None, SMALL)
+    config = load_config(None, SMALL + [f"learner.compile={str(request.param).lower()}"])
     trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("gpu_run")), show_progress=False)
     trainer._build()
     trainer._start_fold(trainer.data.folds[0])

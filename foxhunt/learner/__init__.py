@@ -1,6 +1,6 @@
 """The learner: branching dueling distributional Q-network, budgeted loss components, optimisation, replay."""
 
-from foxhunt.learner.budgets import GradientBudget, resolve_budgets
+from foxhunt.learner.budgets import BudgetedGradient, GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
@@ -13,6 +13,7 @@ from foxhunt.learner.spectral import SpectralNorm
 
 __all__ = [
     "Batch",
+    "BudgetedGradient",
     "BranchingNetwork",
     "GradientBudget",
     "Learner",
@@ -24,11 +25,13 @@ __all__ = [
     "Replay",
     "ReplayConfig",
     "SpectralNorm",
+    "budgeted_sum",
     "Targets",
     "learner_config_of",
     "project_distribution",
     "project_sorted",
     "quantile_huber",
     "resolve_budgets",
+    "split_flat",
     "support_atoms",
 ]

@@ -81,6 +81,7 @@ class LearnerConfig:
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
     popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive)
     grad_mode: str = attrs.field(default="loop", validator=attrs.validators.in_(("loop", "batched")))
+    compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
     batch_size: int = attrs.field(default=128, validator=_positive)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)
 

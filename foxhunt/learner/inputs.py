@@ -12,9 +12,9 @@ the largest branch; ``action_mask`` marks real ones).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-import attrs
 import torch
 
 from foxhunt.isv import IsvLayout
@@ -25,7 +25,7 @@ from foxhunt.learner.replay import Batch
 __all__ = ["LossInputs"]
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class LossInputs:
     """One update's shared inputs.
 
@@ -86,4 +86,4 @@ class LossInputs:
 
     def with_updates(self, **changes: Any) -> LossInputs:
         """A copy with some fields replaced (tests build variations this way)."""
-        return attrs.evolve(self, **changes)
+        return dataclasses.replace(self, **changes)

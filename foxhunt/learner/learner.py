@@ -8,7 +8,11 @@ Read top to bottom, :meth:`Learner.update` is the whole algorithm:
    value output layers of both networks so their unnormalised outputs are unchanged;
 3. the online net runs once on the batch; every loss component computes its loss
    from the shared :class:`~foxhunt.learner.inputs.LossInputs`;
-4. gradients are isolated per component, clipped to budget, summed, safety-clipped;
+4. gradients are isolated per component, clipped to budget, summed, safety-clipped
+   (eager ``grad_mode = "loop"``: one ``autograd.grad`` each after one shared forward;
+   otherwise the pure :class:`~foxhunt.learner.functional.FunctionalGradients`, which
+   ``[learner] compile`` hands to ``torch.compile`` with the target side and the
+   spectral projection);
 5. AdamW steps; every weight matrix is projected back under σ_max; the target
    net moves toward the online net by τ (read from the ISV);
 6. replay priorities are set from the priority component's raw TD error, and the
@@ -21,21 +25,22 @@ Nothing in the update reads a tensor value on the host: every changing scalar
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import torch
 
 from foxhunt.actions import Branch
 from foxhunt.errors import CheckpointError
 from foxhunt.isv import ISV, IsvLayout
-from foxhunt.learner.budgets import GradientBudget, resolve_budgets
+from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import support_atoms
+from foxhunt.learner.functional import FunctionalGradients, GradientStep, branch_grad_norm, q_statistics
 from foxhunt.learner.inputs import LossInputs
-from foxhunt.learner.network import BranchingNetwork
+from foxhunt.learner.network import BranchingNetwork, NetworkOutput
 from foxhunt.learner.optim import LRSchedule, make_optimizer, polyak_update
 from foxhunt.learner.popart import PopArt
 from foxhunt.learner.replay import Batch, Replay
@@ -48,9 +53,9 @@ __all__ = ["Learner", "Targets"]
 INIT_POWER_ITERATIONS = 50  # at construction u/v start random; later updates refine them one step at a time
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class Targets:
-    """The target side of one update, in *unnormalised* return units (PopArt has not been applied yet).
+    """The target side of one update: :meth:`Learner.targets` gives unnormalised return units, :meth:`normalised` PopArt's.
 
     ``atoms``/``probs`` ``[B, Branch, N]``; ``expected`` ``[B, Branch]``; ``quantiles`` ``[B, Branch, T']``.
     """
@@ -59,6 +64,15 @@ class Targets:
     probs: torch.Tensor
     expected: torch.Tensor
     quantiles: torch.Tensor
+
+    def normalised(self, mu: torch.Tensor, sigma: torch.Tensor) -> Targets:
+        """In normalised units under per-branch statistics ``mu``/``sigma`` ``[Branch]`` (probabilities unchanged)."""
+        return Targets(
+            atoms=(self.atoms - mu[:, None]) / sigma[:, None],
+            probs=self.probs,
+            expected=(self.expected - mu) / sigma,
+            quantiles=(self.quantiles - mu[:, None]) / sigma[:, None],
+        )
 
 
 class Learner:
@@ -89,12 +103,23 @@ class Learner:
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype)
         self.schedule = LRSchedule(c, self.device)
         self.optimizer = make_optimizer(self.params, c, self.schedule.lr)
-        self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm, c.grad_mode)
+        self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm)
         self.unit_atoms = torch.linspace(-1.0, 1.0, c.n_atoms, device=self.device, dtype=dtype)  # [N]
         self.loss_values = torch.zeros(len(self.components), device=self.device, dtype=dtype)
         self.updates = torch.zeros((), device=self.device, dtype=torch.int64)
-        self.priority_component = self._priority_component()
+        self.priority_component = self._priority_component() if c.replay.prioritized else None
         self.signals = self._make_signals()
+        self.param_dict = dict(self.network.named_parameters())
+        self.branch_index = [i for i, p in enumerate(self.params) if any(p is b for b in self.network.branch_parameters())]
+        self.obs_dim = obs_dim
+        if c.grad_mode == "batched":
+            groups = [tuple(range(len(self.components)))]
+        else:  # compiled loop groups by reach; eager loop never comes here (one autograd.grad per component)
+            groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
+        self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
+                                              self.gradients.limits, c.max_grad_norm, self._inputs, groups)
+        # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
+        self.pieces = _COMPILED_PIECES if c.compile else _EAGER_PIECES
 
     def _make_signals(self) -> dict[str, torch.Tensor]:
         """Device tensors the adaptive kernels read (docs/adaptive.md, "Signals"), rewritten in place each update."""
@@ -116,20 +141,14 @@ class Learner:
         }
 
     @torch.no_grad()
-    def _write_signals(self, inputs: LossInputs) -> None:
-        q = inputs.online.q.detach()  # [B, Branch, A], padded actions -inf
-        greedy = q.max(-1).values  # [B, Branch]
-        mask = self.network.action_mask
-        mean_q = torch.where(mask, q, torch.zeros_like(q)).sum(-1) / self.network.n_valid  # [B, Branch]
+    def _write_signals(self, step: GradientStep) -> None:
         signals = self.signals
-        signals["learner.q_mean"].copy_(greedy.mean(0))
-        signals["learner.q_std"].copy_(greedy.std(0, unbiased=False))
-        signals["learner.q_gap"].copy_((greedy - mean_q).mean(0))
+        signals["learner.q_mean"].copy_(step.q_mean)
+        signals["learner.q_std"].copy_(step.q_std)
+        signals["learner.q_gap"].copy_(step.q_gap)
         signals["learner.grad_norm"].copy_(self.gradients.combined_norm)
-        signals["learner.loss"].copy_(self.loss_values.sum())
-        # each branch's own parameters are its advantage stream (the [Branch, ...] layers)
-        squares = [p.grad.reshape(p.shape[0], -1).pow(2).sum(-1) for p in self.network.branch_parameters()]
-        signals["learner.branch_grad_norm"].copy_(torch.stack(squares).sum(0).sqrt())
+        signals["learner.loss"].copy_(step.losses.sum())
+        signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
 
     def _priority_component(self) -> LossComponent | None:
         with_td = [comp for comp in self.components if comp.per_sample is not None]
@@ -144,17 +163,16 @@ class Learner:
 
     def sample(self, batch_size: int | None = None) -> Batch:
         """A replay batch with n-step returns under the current per-branch γ."""
-        return self.replay.sample(batch_size or self.config.batch_size, self.reads.gamma)
+        return self.pieces.sample(self, self.replay.uniforms(batch_size or self.config.batch_size))
 
     def _taus(self, batch: int, count: int) -> torch.Tensor:
         return torch.rand(batch, count, generator=self.generator, device=self.device, dtype=self.dtype)
 
     @torch.no_grad()
-    def targets(self, batch: Batch, support: torch.Tensor) -> Targets:
-        """Double-DQN n-step targets from the target network, unnormalised."""
+    def targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
+        """Double-DQN n-step targets from the target network (IQN at fractions ``taus [B, T']``), unnormalised."""
         b = batch.obs.shape[0]
         next_action = self.network(batch.next_obs, support).q.argmax(-1)  # [B, Branch], online choice
-        taus = self._taus(b, self.config.n_target_quantiles)
         out = self.target(batch.next_obs, support, taus=taus)
         index = next_action[:, :, None, None].expand(b, len(Branch), 1, self.config.n_atoms)
         probs = out.log_probs.gather(2, index).squeeze(2).exp()  # [B, Branch, N]
@@ -168,25 +186,26 @@ class Learner:
         quantiles = returns[..., None] + discounts[..., None] * (quantiles * sigma[:, None] + mu[:, None])
         return Targets(atoms, probs, expected, quantiles)
 
-    def loss_inputs(self, batch: Batch, *, update_statistics: bool = False) -> LossInputs:
-        """Targets, (optionally) the PopArt step, and the shared online forward, as one :class:`LossInputs`."""
-        support = self.support()
-        targets = self.targets(batch, support)
+    @torch.no_grad()
+    def _prepare_targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor,
+                         update_statistics: bool) -> Targets:
+        """Targets, (optionally) the PopArt step on both networks, and the targets in normalised units."""
+        targets = self.targets(batch, support, taus)
         if update_statistics:
             layers = self.network.scalar_output_layers() + self.target.scalar_output_layers()
             self.popart.update(targets.expected, layers)
-        mu, sigma = self.popart.mu, self.popart.sigma
-        taus = self._taus(batch.obs.shape[0], self.config.n_quantiles)
-        online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
+        return targets.normalised(self.popart.mu, self.popart.sigma)
+
+    def _inputs(self, batch: Batch, online: NetworkOutput, support: torch.Tensor, targets: Targets) -> LossInputs:
         balance = self.reads.grad_balance.to(self.dtype)
         return LossInputs(
             batch=batch,
             online=online,
             support=support,
-            target_atoms=(targets.atoms - mu[:, None]) / sigma[:, None],
+            target_atoms=targets.atoms,
             target_probs=targets.probs,
-            target_q=(targets.expected - mu) / sigma,
-            target_quantiles=(targets.quantiles - mu[:, None]) / sigma[:, None],
+            target_q=targets.expected,
+            target_quantiles=targets.quantiles,
             action_mask=self.network.action_mask,
             branch_weights=balance / balance.mean(),
             health=self.reads.health.to(self.dtype),
@@ -196,17 +215,88 @@ class Learner:
             config=self.config,
         )
 
+    def loss_inputs(self, batch: Batch, *, update_statistics: bool = False) -> LossInputs:
+        """Targets, (optionally) the PopArt step, and the shared online forward, as one :class:`LossInputs` (eager)."""
+        support = self.support()
+        targets = self._prepare_targets(batch, support, self._taus(batch.obs.shape[0], self.config.n_target_quantiles),
+                                        update_statistics)
+        taus = self._taus(batch.obs.shape[0], self.config.n_quantiles)
+        return self._inputs(batch, self.network(batch.obs, support, taus=taus, with_ensemble=True), support, targets)
+
+    def reach_groups(self) -> list[tuple[int, ...]]:
+        """Component indices grouped by the set of parameters each loss reaches (graph structure, not values).
+
+        Found once, on a two-sample batch of zeros: which parameters get a gradient
+        at all is fixed by the network and the loss code, whatever the data.
+        """
+        c, b, n_br = self.config, 2, len(Branch)
+
+        def zeros(*shape: int, dtype: torch.dtype = self.dtype) -> torch.Tensor:
+            return torch.zeros(*shape, device=self.device, dtype=dtype)
+
+        batch = Batch(obs=zeros(b, self.obs_dim), actions=zeros(b, n_br, dtype=torch.int64), returns=zeros(b, n_br),
+                      discounts=zeros(b, n_br), next_obs=zeros(b, self.obs_dim), weights=zeros(b) + 1.0,
+                      indices=zeros(b, dtype=torch.int64))
+        support = self.support()
+        targets = self._prepare_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5, False)
+        online = self.network(batch.obs, support, taus=zeros(b, c.n_quantiles) + 0.5, with_ensemble=True)
+        inputs = self._inputs(batch, online, support, targets)
+        groups: dict[tuple[bool, ...], list[int]] = {}
+        for k, component in enumerate(self.components):
+            loss = component.loss(inputs)
+            grads = (torch.autograd.grad(loss, self.params, retain_graph=True, allow_unused=True)
+                     if loss.requires_grad else [None] * len(self.params))
+            groups.setdefault(tuple(g is not None for g in grads), []).append(k)
+        return [tuple(group) for group in groups.values()]
+
+    def _loop_step(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor, targets: Targets) -> GradientStep:
+        """Eager ``grad_mode = "loop"``: the shared forward once, then one ``autograd.grad`` per component."""
+        online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
+        inputs = self._inputs(batch, online, support, targets)
+        losses = [component.loss(inputs) for component in self.components]
+        stacked = self.gradients.loop_gradients(losses)
+        with torch.no_grad():
+            budgeted = budgeted_sum(stacked, self.gradients.limits, self.gradients.max_grad_norm)
+            grads = split_flat(budgeted.flat, [p.shape for p in self.params])
+            priority = self.priority_component
+            q_mean, q_std, q_gap = q_statistics(online.q, self.network.action_mask, self.network.n_valid)
+            return GradientStep(
+                losses=torch.stack([loss.detach() for loss in losses]),
+                budgeted=budgeted,
+                per_sample=None if priority is None else priority.per_sample(inputs),
+                q_mean=q_mean,
+                q_std=q_std,
+                q_gap=q_gap,
+                branch_grad_norm=branch_grad_norm([grads[i] for i in self.branch_index]),
+            )
+
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""
-        inputs = self.loss_inputs(batch, update_statistics=True)
-        losses = [component.loss(inputs) for component in self.components]
-        with torch.no_grad():
-            self.loss_values.copy_(torch.stack([loss.detach() for loss in losses]))
-            if self.priority_component is not None and self.config.replay.prioritized:
-                self.replay.update_priorities(batch.indices, self.priority_component.per_sample(inputs))
-        self.gradients.apply(losses)
-        self._write_signals(inputs)
+        b, c = batch.obs.shape[0], self.config
+        support = self.support()
+        pieces = self.pieces
+        targets = pieces.prepare(self, batch, support, self._taus(b, c.n_target_quantiles))
+        taus = self._taus(b, c.n_quantiles)
+        if c.grad_mode == "loop" and not c.compile:
+            step = self._loop_step(batch, support, taus, targets)
+        else:
+            step = pieces.gradients(self, batch, support, taus, targets)
+        pieces.record(self, step, batch)
         self.optimizer.step()
+        pieces.after_optimizer(self)
+
+    @torch.no_grad()
+    def _record_step(self, step: GradientStep, batch: Batch) -> None:
+        """The gradient into ``p.grad``; losses, norms, signals and replay priorities into their live tensors."""
+        self.gradients.store(step.budgeted)
+        self.loss_values.copy_(step.losses)
+        if step.per_sample is not None:
+            self.replay.update_priorities(batch.indices, step.per_sample)
+        self._write_signals(step)
+
+    @torch.no_grad()
+    def _after_optimizer_step(self) -> None:
+        """Spectral projection, Polyak target update, and the α/β anneal, schedule and counter advance."""
         self.spectral.project()
         polyak_update(self.target.parameters(), self.network.parameters(), self.reads.tau.to(self.dtype).squeeze(0))
         self.replay.advance()
@@ -319,3 +409,42 @@ class Learner:
         }
         for entry in LEARNER_STATE:
             registry.attach(entry.name, objects[entry.name])
+
+
+# The update's pieces as module-level functions of the learner. Compiled, each has its own code object,
+# and dynamo guards on the learner's tensors and settings rather than on its identity, so a second
+# learner of the same shape reuses the compiled code instead of recompiling.
+def _sample(learner: Learner, uniforms: torch.Tensor) -> Batch:
+    return learner.replay.sample_at(uniforms, learner.reads.gamma)
+
+
+def _prepare(learner: Learner, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
+    return learner._prepare_targets(batch, support, taus, True)
+
+
+def _gradients(learner: Learner, batch: Batch, support: torch.Tensor, taus: torch.Tensor,
+               targets: Targets) -> GradientStep:
+    return learner.functional(learner.param_dict, batch, support, taus, targets)
+
+
+def _record(learner: Learner, step: GradientStep, batch: Batch) -> None:
+    learner._record_step(step, batch)
+
+
+def _after_optimizer(learner: Learner) -> None:
+    learner._after_optimizer_step()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pieces:
+    sample: Any
+    prepare: Any
+    gradients: Any
+    record: Any
+    after_optimizer: Any
+
+
+_EAGER_PIECES = _Pieces(_sample, _prepare, _gradients, _record, _after_optimizer)
+# fullgraph: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run
+_COMPILED_PIECES = _Pieces(*(torch.compile(piece, fullgraph=True, dynamic=False)
+                             for piece in (_sample, _prepare, _gradients, _record, _after_optimizer)))

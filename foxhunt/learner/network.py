@@ -18,9 +18,9 @@ so padded entries carry no gradient and cannot leak into any loss.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-import attrs
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -84,7 +84,7 @@ class MaskedLinear(nn.Linear):
         return F.linear(x, self.weight * self.row_mask[:, None], self.bias * self.row_mask)
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class NetworkOutput:
     """One forward pass. Shapes name the dimensions: B batch, T sampled τ, K heads, N atoms, A actions.
 

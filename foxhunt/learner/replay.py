@@ -17,7 +17,8 @@ the filled slots. Everything stays on the device: no ``.item()``, no host branch
 
 from __future__ import annotations
 
-import attrs
+import dataclasses
+
 import torch
 from torch import nn
 
@@ -27,7 +28,7 @@ from foxhunt.learner.config import ReplayConfig
 __all__ = ["Batch", "Replay"]
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class Batch:
     """A sampled batch. B = batch size, D = observation width.
 
@@ -97,7 +98,7 @@ class Replay(nn.Module):
         """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling)."""
         priority = td_error.detach().abs().to(torch.float32) + self.config.priority_eps
         self.priorities.view(-1).index_put_((indices,), priority)
-        torch.maximum(self.max_priority, priority.max(), out=self.max_priority)
+        self.max_priority.copy_(torch.maximum(self.max_priority, priority.max()))
 
     @torch.no_grad()
     def advance(self) -> None:
@@ -132,14 +133,24 @@ class Replay(nn.Module):
         # all-zero mass (every priority 0): fall back to uniform over the filled slots, without a host branch
         return torch.where(mass.sum() > 0, mass, filled)
 
+    def uniforms(self, batch_size: int) -> torch.Tensor:
+        """The random draws of one batch: ``[B]`` float64 in [0, 1) from the learner's generator."""
+        return torch.rand(batch_size, generator=self.generator, device=self.obs.device, dtype=torch.float64)
+
     @torch.no_grad()
     def sample_indices(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Stratified inverse-CDF draw: ``(indices [B] int64, importance weights [B], max 1)``."""
+        return self.indices_at(self.uniforms(batch_size))
+
+    @torch.no_grad()
+    def indices_at(self, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sample_indices` for given draws ``uniforms [B]`` in [0, 1) (one per stratum)."""
+        batch_size = uniforms.shape[0]
         mass = self.sampling_mass()
         cdf = torch.cumsum(mass, 0)
         total = cdf[-1]
         strata = torch.arange(batch_size, device=cdf.device, dtype=torch.float64)
-        u = (strata + torch.rand(batch_size, generator=self.generator, device=cdf.device, dtype=torch.float64))
+        u = strata + uniforms
         u = torch.minimum(u * (total / batch_size), torch.nextafter(total, torch.zeros_like(total)))
         indices = torch.searchsorted(cdf, u, right=True)
         probs = mass[indices] / total
@@ -151,7 +162,13 @@ class Replay(nn.Module):
     @torch.no_grad()
     def sample(self, batch_size: int, gamma: torch.Tensor) -> Batch:
         """Draw ``batch_size`` transitions with n-step returns under the per-branch discount ``gamma [Branch]``."""
-        indices, weights = self.sample_indices(batch_size)
+        return self.sample_at(self.uniforms(batch_size), gamma)
+
+    @torch.no_grad()
+    def sample_at(self, uniforms: torch.Tensor, gamma: torch.Tensor) -> Batch:
+        """:meth:`sample` for given draws ``uniforms [B]``: no randomness of its own, so it can be compiled."""
+        batch_size = uniforms.shape[0]
+        indices, weights = self.indices_at(uniforms)
         row = torch.div(indices, self.n_envs, rounding_mode="floor")
         env = torch.remainder(indices, self.n_envs)
         newest = torch.remainder(self.written - 1, self.rows)

@@ -61,8 +61,9 @@ class SpectralNorm(nn.Module):
         steps = self.iterations if iterations is None else iterations
         for weight, (u, v) in zip(self.weights, self.vectors(), strict=True):
             for _ in range(steps):
-                v.copy_(_normalize(torch.einsum("...oi,...o->...i", weight, u)))
-                u.copy_(_normalize(torch.einsum("...oi,...i->...o", weight, v)))
-            sigma = torch.einsum("...o,...oi,...i->...", u, weight, v)
+                # products as multiply-and-sum, not matrix-vector calls: compiled, each step is one fused reduction
+                v.copy_(_normalize((weight * u[..., :, None]).sum(-2)))
+                u.copy_(_normalize((weight * v[..., None, :]).sum(-1)))
+            sigma = (u * (weight * v[..., None, :]).sum(-1)).sum(-1)
             scale = torch.clamp(self.sigma_max / (sigma + 1e-12), max=1.0)
             weight.mul_(scale[..., None, None])

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from foxhunt.errors import BudgetError
-from foxhunt.learner import GradientBudget, resolve_budgets
+from foxhunt.learner import GradientBudget, budgeted_sum, resolve_budgets, split_flat
+from foxhunt.learner.functional import FunctionalGradients
 from foxhunt.records import LossComponent
 
 
@@ -40,7 +41,7 @@ def test_decimal_budgets_that_sum_to_one_are_accepted() -> None:
     assert resolve_budgets([component(n, b) for n, b in zip(names, budgets, strict=True)], {}) == tuple(budgets)
 
 
-def isolated_setup(mode: str) -> tuple[list[torch.nn.Parameter], list[torch.Tensor], GradientBudget, list[float]]:
+def isolated_setup() -> tuple[list[torch.nn.Parameter], list[torch.Tensor], GradientBudget, list[float]]:
     g = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(5, 4, generator=g)), torch.nn.Parameter(torch.randn(4, generator=g))]
     x = torch.randn(8, 4, generator=g)
@@ -51,12 +52,11 @@ def isolated_setup(mode: str) -> tuple[list[torch.nn.Parameter], list[torch.Tens
         (params[1] * x).sum().abs() * 50,
         1e-4 * (params[0].sum() + params[1].sum()),
     ]
-    return params, losses, GradientBudget(params, budgets, max_grad_norm=2.0, mode=mode), budgets
+    return params, losses, GradientBudget(params, budgets, max_grad_norm=2.0), budgets
 
 
-@pytest.mark.parametrize("mode", ["loop", "batched"])
-def test_each_component_clipped_to_its_budget_and_combined_within_max(mode: str) -> None:
-    params, losses, budget, fractions = isolated_setup(mode)
+def test_each_component_clipped_to_its_budget_and_combined_within_max() -> None:
+    params, losses, budget, fractions = isolated_setup()
     separate = [torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True, materialize_grads=True)
                 for loss in losses]
     budget.apply(losses)
@@ -77,19 +77,29 @@ def test_each_component_clipped_to_its_budget_and_combined_within_max(mode: str)
     assert int(budget.safety_clips) == 0
 
 
-def test_loop_and_batched_modes_agree() -> None:
-    results = []
-    for mode in ("loop", "batched"):
-        params, losses, budget, _ = isolated_setup(mode)
-        budget.apply(losses)
-        results.append([p.grad.clone() for p in params])
-    for a, b in zip(*results, strict=True):
+def test_budgeted_sum_of_vmapped_gradients_equals_the_loop() -> None:
+    """The batched mode's gradients (one torch.func.vjp, vmapped over one-hot cotangents) give the loop's result."""
+    params, losses, budget, _ = isolated_setup()
+    budget.apply(losses)
+    looped = [p.grad.clone() for p in params]
+
+    def stacked_losses(p0: torch.Tensor, p1: torch.Tensor) -> torch.Tensor:
+        g = torch.Generator().manual_seed(0)
+        torch.randn(5, 4, generator=g), torch.randn(4, generator=g)  # same draws as isolated_setup
+        x = torch.randn(8, 4, generator=g)
+        return torch.stack([1e3 * ((x @ p0.T) ** 2).mean(), (p1 * x).sum().abs() * 50, 1e-4 * (p0.sum() + p1.sum())])
+
+    _, vjp = torch.func.vjp(stacked_losses, *(p.detach() for p in params))
+    stacked = torch.vmap(vjp)(torch.eye(3))
+    result = budgeted_sum(list(stacked), budget.limits, budget.max_grad_norm)
+    for a, b in zip(looped, split_flat(result.flat, [p.shape for p in params]), strict=True):
         torch.testing.assert_close(a, b)
+    torch.testing.assert_close(result.component_norms, budget.component_norms)
 
 
 def test_safety_clip_counts_when_budgets_are_bypassed() -> None:
     """The count is live: forcing limits above max_grad_norm makes the safety clip fire (and clip)."""
-    params, losses, budget, _ = isolated_setup("loop")
+    params, losses, budget, _ = isolated_setup()
     budget.limits.fill_(100.0)
     budget.apply(losses)
     assert int(budget.safety_clips) == 1
@@ -119,3 +129,25 @@ def test_loop_and_batched_learners_agree(make_learner) -> None:
         params.append([p.detach().clone() for p in learner.params])
     for a, b in zip(*params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_functional_loop_and_batched_gradients_equal_the_autograd_loop(make_learner) -> None:
+    """The torch.func forms that compiled updates run give the eager loop's budgeted gradient (float64):
+    grouped by reach (compiled loop), one group (batched), one component per group."""
+    learner = make_learner(dtype=torch.float64)
+    batch = learner.sample(32)
+    support = learner.support()
+    targets = learner._prepare_targets(batch, support, learner._taus(32, learner.config.n_target_quantiles), False)
+    taus = learner._taus(32, learner.config.n_quantiles)
+    reference = learner._loop_step(batch, support, taus, targets)
+    groups = learner.reach_groups()
+    assert [[learner.components[k].name for k in group] for group in groups] == [["c51", "mse", "cql"], ["iqn"], ["ensemble"]]
+    for grouping in (groups, [tuple(range(len(learner.components)))], [(k,) for k in range(len(learner.components))]):
+        functional = FunctionalGradients(learner.network, learner.components, learner.priority_component,
+                                         learner.gradients.limits, learner.config.max_grad_norm, learner._inputs,
+                                         grouping)
+        step = functional(learner.param_dict, batch, support, taus, targets)
+        torch.testing.assert_close(reference.budgeted.flat, step.budgeted.flat, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(reference.losses, step.losses)
+        torch.testing.assert_close(reference.per_sample, step.per_sample)
+        torch.testing.assert_close(reference.branch_grad_norm, step.branch_grad_norm)
