@@ -6,11 +6,16 @@ Usage::
     python benchmarks/learner.py --quick    # a short run (fewer timed updates)
     python benchmarks/learner.py --device cuda --batches 8192
 
-Modes: ``eager`` (per-component gradients by one backward pass each, the
-default ``grad_mode = "loop"``), ``eager-batched`` (one vmapped backward over the
-stacked losses, ``grad_mode = "batched"``), and on CUDA ``graph``: the whole
-update (replay sampling included) captured once in a CUDA graph and replayed.
-The network is the default ``[learner]`` config: trunk (256, 256), heads 128,
+Modes:
+
+- ``eager``: per-component gradients by one backward pass each (the default ``grad_mode = "loop"``);
+- ``eager-batched``: one vmapped vjp over the stacked losses (``grad_mode = "batched"``);
+- ``compiled`` / ``compiled-batched``: the same two with ``[learner] compile = true`` (torch.compile, inductor);
+- on CUDA, ``graph``, ``compiled-graph``, ``compiled-batched-graph``: the whole update
+  (replay sampling included) of ``eager`` / ``compiled`` / ``compiled-batched``
+  captured once in a CUDA graph and replayed.
+
+The network is the default ``[learner]`` config: trunk (128, 128), heads 64,
 51 atoms, 8+8 IQN fractions, 5 ensemble heads; observations are 64 wide.
 """
 
@@ -34,14 +39,25 @@ N_ENVS = 256
 CAPACITY = 256 * 1000  # 1000 steps of 256 environments (not a power of two)
 
 
-def build(device: str, grad_mode: str) -> Learner:
+MODES = {  # mode -> (grad_mode, compile, CUDA graph)
+    "eager": ("loop", False, False),
+    "eager-batched": ("batched", False, False),
+    "compiled": ("loop", True, False),
+    "compiled-batched": ("batched", True, False),
+    "graph": ("loop", False, True),
+    "compiled-graph": ("loop", True, True),
+    "compiled-batched-graph": ("batched", True, True),
+}
+
+
+def build(device: str, grad_mode: str, compile_update: bool = False) -> Learner:
     host = PluginHost()
     host.add_plugin(learner_declarations, "learner")
     for module in (c51, mse, cql, iqn, ensemble):
         host.add_plugin(module, module.NAME)
     host.declare()
     registries = host.freeze()
-    config = LearnerConfig(grad_mode=grad_mode, replay=ReplayConfig(capacity=CAPACITY))
+    config = LearnerConfig(grad_mode=grad_mode, compile=compile_update, replay=ReplayConfig(capacity=CAPACITY))
     isv = ISV(registries.layout, device)
     learner = Learner(config, registries.layout, isv, host.loss_components(config), OBS_DIM, device, seed=0,
                       n_envs=N_ENVS)
@@ -100,41 +116,47 @@ def sync_check(batch_size: int) -> None:
         torch.cuda.set_sync_debug_mode("default")
 
 
-def profile(batch_size: int) -> None:
-    """Top CUDA kernels of five eager updates (where the GPU time goes)."""
+def profile(batch_size: int, mode: str, out: str | None = None) -> None:
+    """Top CUDA kernels of five updates in ``mode`` (where the GPU time goes)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    learner = build("cuda", "loop")
+    grad_mode, compile_update, graphed = MODES[mode]
+    learner = build("cuda", grad_mode, compile_update)
+    step = graphed_step(learner, batch_size) if graphed else (lambda: learner.step(batch_size))
     for _ in range(3):
-        learner.step(batch_size)
+        step()
     torch.cuda.synchronize()
-    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
-            learner.step(batch_size)
+            step()
         torch.cuda.synchronize()
-    events = [e for e in prof.key_averages() if e.key.startswith(("aten::", "Optimizer"))]
-    events.sort(key=lambda e: e.self_device_time_total, reverse=True)
-    total = sum(e.self_device_time_total for e in events)
-    print(f"GPU time per update: {total / 5 / 1e3:.3f} ms; kernels per update: "
-          f"{sum(e.count for e in prof.key_averages() if e.device_type == DeviceType.CUDA) // 5}")
-    for e in events[:25]:
-        print(f"{e.key:<40} {e.self_device_time_total / 5 / 1e3:8.3f} ms  {e.count // 5:5d} calls/update")
+    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    kernels.sort(key=lambda e: e.self_device_time_total, reverse=True)
+    total = sum(e.self_device_time_total for e in kernels)
+    print(f"{mode}: GPU time per update {total / 5 / 1e3:.3f} ms; kernels per update "
+          f"{sum(e.count for e in kernels) // 5}")
+    lines = [f"{e.key[:70]:<70} {e.self_device_time_total / 5 / 1e3:8.3f} ms  {e.count // 5:5d} calls/update"
+             for e in kernels]
+    print("\n".join(lines[:40]))
+    if out:
+        with open(out, "w") as file:
+            file.write("\n".join(f"{e.key}\t{e.self_device_time_total / 5:.1f} us\t{e.count // 5}" for e in kernels))
 
 
 def run(device: str, batches: list[int], modes: list[str], quick: bool) -> list[dict[str, object]]:
     rows = []
     for mode in modes:
-        grad_mode = "batched" if mode == "eager-batched" else "loop"
+        grad_mode, compile_update, graphed = MODES[mode]
         for batch in batches:
-            learner = build(device, grad_mode)
+            learner = build(device, grad_mode, compile_update)
             if device == "cpu":
                 warmup, iters = (1, 2) if quick else (2, 8)
             else:
                 warmup, iters = (5, 20) if quick else (20, 200)
             try:
-                step = graphed_step(learner, batch) if mode == "graph" else (lambda: learner.step(batch))
+                step = graphed_step(learner, batch) if graphed else (lambda: learner.step(batch))
                 ms = time_it(step, device, warmup, iters)
                 clips = int(learner.metrics()["grad.safety_clips"])
                 rows.append({"device": device, "mode": mode, "batch": batch, "ms": ms, "ups": 1e3 / ms,
@@ -147,7 +169,7 @@ def run(device: str, batches: list[int], modes: list[str], quick: bool) -> list[
 
 
 def _row(r: dict[str, object]) -> str:
-    return f"| {r['device']:<6} | {r['mode']:<13} | {r['batch']:>6} | {r['ms']:>10.3f} | {r['ups']:>10.1f} | {r['note']} |"
+    return f"| {r['device']:<6} | {r['mode']:<22} | {r['batch']:>6} | {r['ms']:>10.3f} | {r['ups']:>10.1f} | {r['note']} |"
 
 
 def main() -> None:
@@ -155,17 +177,26 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer timed updates")
     parser.add_argument("--device", choices=("all", "cpu", "cuda"), default="all")
     parser.add_argument("--batches", type=int, nargs="+", default=[1024, 8192, 16384])
-    parser.add_argument("--modes", nargs="+", default=None, help="eager, eager-batched, graph (CUDA only)")
+    parser.add_argument("--modes", nargs="+", default=None, choices=list(MODES),
+                        help="default: every mode that runs on the device (graph modes are CUDA only)")
     parser.add_argument("--tf32", action="store_true",
                         help="CUDA: allow TF32 matmuls (torch.backends.cuda.matmul.allow_tf32); the trainer's choice")
-    parser.add_argument("--profile", action="store_true", help="CUDA: top kernels of an eager update")
+    parser.add_argument("--profile", action="store_true",
+                        help="CUDA: top kernels of an update in the first of --modes (default eager)")
     parser.add_argument("--sync-check", action="store_true", help="CUDA: fail on any host sync inside an update")
+    parser.add_argument("--combo-kernels", action="store_true",
+                        help="compiled modes: let inductor launch independent kernels together (combo_kernels)")
+    parser.add_argument("--profile-out", default=None, help="--profile: also write every kernel to this file")
     args = parser.parse_args()
+    if args.combo_kernels:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.combo_kernels = True
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if args.profile:
-        profile(args.batches[0])
+        profile(args.batches[0], (args.modes or ["eager"])[0], args.profile_out)
         return
     if args.sync_check:
         sync_check(args.batches[0])
@@ -174,11 +205,11 @@ def main() -> None:
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
           + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
-    print("| device | mode          |  batch | ms/update  | updates/s  | note |")
-    print("|--------|---------------|--------|------------|------------|------|")
+    print("| device | mode                   |  batch | ms/update  | updates/s  | note |")
+    print("|--------|------------------------|--------|------------|------------|------|")
     for device in devices:
-        modes = args.modes or (["eager", "eager-batched"] + (["graph"] if device == "cuda" else []))
-        run(device, args.batches, [m for m in modes if m != "graph" or device == "cuda"], args.quick)
+        modes = [m for m in (args.modes or list(MODES)) if device == "cuda" or not MODES[m][2]]
+        run(device, args.batches, modes, args.quick)
 
 
 if __name__ == "__main__":
