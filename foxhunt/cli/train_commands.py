@@ -17,6 +17,7 @@ from foxhunt.config import load_config
 from foxhunt.data import list_datasets
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.interrupt import StopFlag
+from foxhunt.trainer.resume import resume_checkpoint_dir
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.run_dir import RunDirectory, fresh_run_path
 from foxhunt.trainer.trainer import Trainer
@@ -66,6 +67,7 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     if resume_dir is not None:
         if config_path is not None or overrides or data_source is not None:
             raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set and --data")
+        resume_checkpoint_dir(resume_dir)  # a finished run is refused before data, features and networks are built
         config = load_config(resume_dir / "config.toml")
         run_dir = RunDirectory(resume_dir, resume=True)
     else:

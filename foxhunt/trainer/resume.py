@@ -112,11 +112,19 @@ def save(trainer: Trainer, position: Position) -> Path:
     return path
 
 
-def restore(trainer: Trainer, run_path: Path) -> Position:
-    """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue."""
+def resume_checkpoint_dir(run_path: Path) -> Path:
+    """The resume checkpoint of ``run_path``, or a clear error saying why there is none (checked before any build)."""
     directory = Path(run_path) / "checkpoints" / RESUME_NAME
     if not directory.exists():
-        raise CheckpointError(f"{run_path}: no resume checkpoint (checkpoints/{RESUME_NAME}); the run either finished or never stopped gracefully")
+        why = ("the run finished (it has summary.json): nothing to resume; start a new run instead"
+               if (Path(run_path) / "summary.json").exists() else "the run never stopped gracefully")
+        raise CheckpointError(f"{run_path}: no resume checkpoint (checkpoints/{RESUME_NAME}); {why}")
+    return directory
+
+
+def restore(trainer: Trainer, run_path: Path) -> Position:
+    """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue."""
+    directory = resume_checkpoint_dir(run_path)
     tensors, metadata = load_checkpoint(directory, trainer.layout)
     if metadata.get("data_hash") != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")

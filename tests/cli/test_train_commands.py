@@ -362,12 +362,19 @@ def test_out_holding_a_finished_run_is_refused(run_dir: Path) -> None:
     assert "already holds a run" in result.stderr and "--resume" in result.stderr
 
 
-def test_resume_of_a_finished_run_is_a_clear_error(run_dir: Path, tmp_path: Path) -> None:
+def test_resume_of_a_finished_run_is_refused_before_anything_is_built(run_dir: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Trainer was built for a run that cannot be resumed")
+
+    monkeypatch.setattr("foxhunt.cli.train_commands.Trainer", no_build)
     result = kit.invoke("train", "--resume", str(copy), "--no-progress")
     assert result.exit_code == 2
     assert "no resume checkpoint" in result.stderr and "Traceback" not in result.output
+    assert "the run finished" in result.stderr
 
 
 def test_resume_with_new_settings_is_refused(run_dir: Path) -> None:
