@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,7 +120,7 @@ class Learner:
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
                                               self.gradients.limits, c.max_grad_norm, self._inputs, groups)
         # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
-        self.pieces = _COMPILED_PIECES if c.compile else _EAGER_PIECES
+        self.pieces = _compiled_pieces() if c.compile else _EAGER_PIECES
 
     def _make_signals(self) -> dict[str, torch.Tensor]:
         """Device tensors the adaptive kernels read (docs/adaptive.md, "Signals"), rewritten in place each update."""
@@ -444,7 +445,12 @@ class _Pieces:
     after_optimizer: Any
 
 
-_EAGER_PIECES = _Pieces(_sample, _prepare, _gradients, _record, _after_optimizer)
-# fullgraph: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run
-_COMPILED_PIECES = _Pieces(*(torch.compile(piece, fullgraph=True, dynamic=False)
-                             for piece in (_sample, _prepare, _gradients, _record, _after_optimizer)))
+_PIECE_FUNCTIONS = (_sample, _prepare, _gradients, _record, _after_optimizer)
+_EAGER_PIECES = _Pieces(*_PIECE_FUNCTIONS)
+
+
+@functools.cache
+def _compiled_pieces() -> _Pieces:
+    # made on first use: torch.compile imports dynamo, which would double every `foxhunt` command's start-up.
+    # fullgraph: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run
+    return _Pieces(*(torch.compile(piece, fullgraph=True, dynamic=False) for piece in _PIECE_FUNCTIONS))
