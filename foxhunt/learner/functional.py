@@ -96,8 +96,8 @@ class FunctionalGradients:
             raise ValueError(f"groups {self.groups} must partition the {len(self.components)} component indices")
         self.names = [name for name, _ in network.named_parameters()]
         self.shapes = [p.shape for _, p in network.named_parameters()]
-        self.branch_names = [name for name, p in network.named_parameters()
-                             if any(p is b for b in network.branch_parameters())]
+        own = network.branch_parameters()
+        self.branch_index = [i for i, (_, p) in enumerate(network.named_parameters()) if any(p is b for b in own)]
         self.limits = limits
         self.max_grad_norm = float(max_grad_norm)
         self.eyes = [torch.eye(len(group), device=limits.device, dtype=limits.dtype) for group in self.groups]
@@ -131,15 +131,23 @@ class FunctionalGradients:
     def __call__(self, params: dict[str, torch.Tensor], batch: Any, support: torch.Tensor, taus: torch.Tensor,
                  targets: Any) -> GradientStep:
         losses, stacked, aux = self._gradients(params, batch, support, taus, targets)
+        return self.finish(losses, stacked, aux[0], aux[1] if len(aux) > 1 else None)
+
+    def finish(self, losses: torch.Tensor, stacked: Sequence[torch.Tensor], q: torch.Tensor,
+               per_sample: torch.Tensor | None) -> GradientStep:
+        """The tail every gradient mode shares (the eager loop too): budgets, Q statistics, per-branch norms.
+
+        ``losses [K]``; ``stacked`` per parameter ``[K, *shape]``; ``q`` the online expected Q ``[B, Branch, A]``.
+        """
         budgeted = budgeted_sum(stacked, self.limits, self.max_grad_norm)
-        final = dict(zip(self.names, split_flat(budgeted.flat, self.shapes), strict=True))
-        q_mean, q_std, q_gap = q_statistics(aux[0], self.network.action_mask, self.network.n_valid)
+        final = split_flat(budgeted.flat, self.shapes)
+        q_mean, q_std, q_gap = q_statistics(q, self.network.action_mask, self.network.n_valid)
         return GradientStep(
             losses=losses.detach(),
             budgeted=budgeted,
-            per_sample=aux[1] if len(aux) > 1 else None,
+            per_sample=None if per_sample is None else per_sample.detach(),
             q_mean=q_mean,
             q_std=q_std,
             q_gap=q_gap,
-            branch_grad_norm=branch_grad_norm([final[name] for name in self.branch_names]),
+            branch_grad_norm=branch_grad_norm([final[i] for i in self.branch_index]),
         )

@@ -35,11 +35,11 @@ import torch
 from foxhunt.actions import Branch
 from foxhunt.errors import CheckpointError
 from foxhunt.isv import ISV, IsvLayout
-from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
+from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import support_atoms
-from foxhunt.learner.functional import FunctionalGradients, GradientStep, branch_grad_norm, q_statistics
+from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.learner.network import BranchingNetwork, NetworkOutput
 from foxhunt.learner.optim import LRSchedule, make_optimizer, polyak_update
@@ -111,11 +111,10 @@ class Learner:
         self.priority_component = self._priority_component() if c.replay.prioritized else None
         self.signals = self._make_signals()
         self.param_dict = dict(self.network.named_parameters())
-        self.branch_index = [i for i, p in enumerate(self.params) if any(p is b for b in self.network.branch_parameters())]
         self.obs_dim = obs_dim
         if c.grad_mode == "batched":
             groups = [tuple(range(len(self.components)))]
-        else:  # compiled loop groups by reach; eager loop never comes here (one autograd.grad per component)
+        else:  # compiled loop groups by reach; the eager loop only shares FunctionalGradients.finish
             groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
                                               self.gradients.limits, c.max_grad_norm, self._inputs, groups)
@@ -256,20 +255,10 @@ class Learner:
         inputs = self._inputs(batch, online, support, targets)
         losses = [component.loss(inputs) for component in self.components]
         stacked = self.gradients.loop_gradients(losses)
+        priority = self.priority_component
         with torch.no_grad():
-            budgeted = budgeted_sum(stacked, self.gradients.limits, self.gradients.max_grad_norm)
-            grads = split_flat(budgeted.flat, [p.shape for p in self.params])
-            priority = self.priority_component
-            q_mean, q_std, q_gap = q_statistics(online.q, self.network.action_mask, self.network.n_valid)
-            return GradientStep(
-                losses=torch.stack([loss.detach() for loss in losses]),
-                budgeted=budgeted,
-                per_sample=None if priority is None else priority.per_sample(inputs),
-                q_mean=q_mean,
-                q_std=q_std,
-                q_gap=q_gap,
-                branch_grad_norm=branch_grad_norm([grads[i] for i in self.branch_index]),
-            )
+            return self.functional.finish(torch.stack([loss.detach() for loss in losses]), stacked, online.q,
+                                          None if priority is None else priority.per_sample(inputs))
 
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""
