@@ -348,20 +348,8 @@ class Learner:
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Copy ``state`` into the live tensors in place (addresses stay valid for captured graphs)."""
-        live = self._state_tensors()
-        missing, unexpected = sorted(set(live) - set(state)), sorted(set(state) - set(live))
-        if missing or unexpected:
-            raise CheckpointError(
-                f"learner state does not match this learner: missing {missing[:8]}, unexpected {unexpected[:8]}; "
-                "load a checkpoint made with the same network shape and loss components"
-            )
-        for name, tensor in live.items():
-            if name == "rng":
-                self.generator.set_state(state[name].cpu())
-                continue
-            if tensor.shape != state[name].shape:
-                raise CheckpointError(f"learner state {name!r}: shape {tuple(state[name].shape)} != {tuple(tensor.shape)}")
-            tensor.detach().copy_(state[name])
+        _copy_into(self._state_tensors(), state, "learner state",
+                   "load a checkpoint made with the same network shape and loss components", self.generator)
 
     POLICY_PREFIXES = ("network.", "spectral.", "popart.")  # what acting needs; no replay, optimiser or target
 
@@ -373,16 +361,7 @@ class Learner:
     def load_policy_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`policy_state_dict` output in place (e.g. for ``foxhunt backtest``)."""
         live = {n: t for n, t in self._state_tensors().items() if n.startswith(self.POLICY_PREFIXES)}
-        missing, unexpected = sorted(set(live) - set(state)), sorted(set(state) - set(live))
-        if missing or unexpected:
-            raise CheckpointError(
-                f"policy state does not match this network: missing {missing[:8]}, unexpected {unexpected[:8]}; "
-                "the checkpoint was made with another network shape"
-            )
-        for name, tensor in live.items():
-            if tensor.shape != state[name].shape:
-                raise CheckpointError(f"policy state {name!r}: shape {tuple(state[name].shape)} != {tuple(tensor.shape)}")
-            tensor.detach().copy_(state[name])
+        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape", self.generator)
 
     def attach_state(self, registry: Any) -> None:
         """Bind the live objects to the learner's state-reset entries (see :mod:`foxhunt.learner.declarations`)."""
@@ -399,6 +378,21 @@ class Learner:
         }
         for entry in LEARNER_STATE:
             registry.attach(entry.name, objects[entry.name])
+
+
+def _copy_into(live: dict[str, torch.Tensor], state: dict[str, torch.Tensor], what: str, hint: str,
+               generator: torch.Generator) -> None:
+    """Copy ``state`` into the ``live`` tensors in place, after checking names and shapes (``rng`` restores the generator)."""
+    missing, unexpected = sorted(set(live) - set(state)), sorted(set(state) - set(live))
+    if missing or unexpected:
+        raise CheckpointError(f"{what} does not match: missing {missing[:8]}, unexpected {unexpected[:8]}; {hint}")
+    for name, tensor in live.items():
+        if name == "rng":
+            generator.set_state(state[name].cpu())
+            continue
+        if tensor.shape != state[name].shape:
+            raise CheckpointError(f"{what} {name!r}: shape {tuple(state[name].shape)} != {tuple(tensor.shape)}")
+        tensor.detach().copy_(state[name])
 
 
 # The update's pieces as module-level functions of the learner. Compiled, each has its own code object,

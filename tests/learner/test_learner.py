@@ -56,6 +56,16 @@ def test_state_dict_from_another_shape_is_refused(make_learner) -> None:
         other.load_state_dict(state)
 
 
+def test_policy_state_round_trips_and_a_wrong_shape_is_refused_by_name(make_learner) -> None:
+    source, target = make_learner(fill=0), make_learner(seed=5, fill=0)
+    policy = source.policy_state_dict()
+    target.load_policy_state_dict(policy)
+    assert all(torch.equal(t, target.policy_state_dict()[name]) for name, t in policy.items())
+    wider = make_learner(head_hidden=12, fill=0).policy_state_dict()
+    with pytest.raises(CheckpointError, match=r"policy state 'network\.value_hidden\.weight': shape \(12, 16\)"):
+        target.load_policy_state_dict(wider)
+
+
 def test_every_piece_of_state_is_registered_and_fold_reset_works(make_learner, kit) -> None:
     learner = make_learner()
     registry = learner.registries.state
