@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
+PIECES = 5  # sample, prepare, gradients, record, after_optimizer: one graph each (fullgraph)
+
+
+def compiled_graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("grad_mode", ["loop", "batched"])
 def test_compiled_updates_match_eager_updates_without_recompiling(make_learner, grad_mode: str) -> None:
-    torch._dynamo.reset()
     runs = []
     for compiled in (False, True):
         learner = make_learner(grad_mode=grad_mode, compile=compiled)
         learner.step(32)  # compiles each piece once
+        assert compiled_graphs() == (PIECES if compiled else 0)
         with torch._dynamo.config.patch(error_on_recompile=True):
             for _ in range(2):  # fresh batches, new Batch/Targets objects: the first compilation serves them
                 learner.step(32)
@@ -29,9 +43,10 @@ def test_compiled_updates_match_eager_updates_without_recompiling(make_learner, 
 
 
 def test_a_second_learner_of_the_same_shape_reuses_the_compiled_update(make_learner) -> None:
-    torch._dynamo.reset()
     make_learner(compile=True).step(32)
+    assert compiled_graphs() == PIECES
     second = make_learner(compile=True, seed=1)
     with torch._dynamo.config.patch(error_on_recompile=True):
         for _ in range(2):
             second.step(32)
+    assert compiled_graphs() == PIECES
