@@ -11,8 +11,8 @@ groups, and each group is one ``torch.func.vjp`` of its stacked losses, vmapped
 over the group's one-hot cotangents (:class:`FunctionalGradients`):
 
 - ``grad_mode = "batched"``: one group of every component. One pass, but every
-  head's backward runs K times, mostly on zeros (at batch 8192 the vmapped IQN
-  weight gradient alone took 0.65 ms of an H200 update).
+  head's backward runs K times, mostly on zeros (compiled and graphed at batch
+  8192 on an H200: 4.27 ms per update against 2.98 ms with one vjp per component).
 - compiled ``grad_mode = "loop"``: components grouped by the parameters their
   loss reaches (c51, mse and cql all reach the C51 heads; iqn and ensemble reach
   heads of their own). Each group traces the forward again, but only the part
