@@ -22,6 +22,7 @@ from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.plugins import PluginSelection
+from foxhunt.profiles import PROFILE_NAMES, apply_profile
 from foxhunt.trainer.config import TrainConfig
 
 __all__ = ["RunConfig", "FoxhuntConfig", "load_config", "dump_config"]
@@ -39,6 +40,12 @@ class RunConfig:
     # networks are small and the env kernels already use every core: on 2 shared cores, two torch threads
     # spinning against numba's were measured up to 6x slower.
     threads: int = attrs.field(default=1, validator=attrs.validators.ge(0))
+    # Run-size defaults by device (foxhunt/profiles.py); "auto" follows the device. The resolved name is stored.
+    profile: str = attrs.field(default="auto", validator=attrs.validators.in_(PROFILE_NAMES))
+    # CUDA only: TF32 matmuls (docs/learner.md, "TF32", gives their accuracy cost against fp32).
+    tf32: bool = True
+    # CUDA only: capture one vector step and one learner update as CUDA graphs per fold and replay them.
+    cuda_graph: bool = True
 
 
 @attrs.frozen
@@ -57,7 +64,11 @@ class FoxhuntConfig:
 
 
 def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> FoxhuntConfig:
-    """Defaults, then ``path`` (if given), then ``--set`` overrides; errors name their source."""
+    """Defaults, then ``path`` (if given), then ``--set`` overrides, then the run profile; errors name their source.
+
+    The profile (``[run] profile``, see :mod:`foxhunt.profiles`) fills only keys
+    that neither the file nor an override set.
+    """
     data: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
@@ -68,7 +79,7 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> Foxh
     if overrides:
         data = apply_overrides(data, overrides)
         source = f"{source} + --set {' '.join(overrides)}" if path is not None else f"--set {' '.join(overrides)}"
-    return structure(data, FoxhuntConfig, source=source)
+    return structure(apply_profile(data), FoxhuntConfig, source=source)
 
 
 def dump_config(config: FoxhuntConfig) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -112,10 +113,11 @@ def test_set_below_a_value_is_refused(toml) -> None:
 
 # -- resolution -------------------------------------------------------------------
 def test_defaults_then_file_then_set(toml) -> None:
-    assert load_config() == FoxhuntConfig()
+    # a CPU run's profile adds nothing to the class defaults; the resolved profile name is recorded
+    assert load_config(None, ['run.device="cpu"']) == attrs.evolve(FoxhuntConfig(), run=RunConfig(device="cpu", profile="cpu"))
     path = toml('[run]\nseed = 3\ndevice = "cpu"\n[plugins]\ndisable = ["noisy"]\nrequire = {core = ">=0.1"}\n')
     config = load_config(path, ("run.seed=7",))
-    assert config.run == RunConfig(seed=7, device="cpu")
+    assert config.run == RunConfig(seed=7, device="cpu", profile="cpu")
     assert config.plugins == PluginSelection(disable=("noisy",), require={"core": ">=0.1"})
 
 
@@ -137,7 +139,9 @@ def test_set_values_are_read_as_toml_else_as_strings() -> None:
 
 configs = st.builds(
     FoxhuntConfig,
-    run=st.builds(RunConfig, seed=st.integers(0, 2**31), device=st.sampled_from(["auto", "cpu", "cuda"])),
+    # a dumped config is a resolved one: its profile is concrete ("auto" is resolved when it is loaded)
+    run=st.builds(RunConfig, seed=st.integers(0, 2**31), device=st.sampled_from(["auto", "cpu", "cuda"]),
+                  profile=st.sampled_from(["cpu", "gpu"]), tf32=st.booleans(), cuda_graph=st.booleans()),
     plugins=st.builds(
         PluginSelection,
         enable=st.lists(st.sampled_from(["a", "b.c", "thirdparty"]), unique=True),

@@ -28,8 +28,10 @@ SMALL = [
     "learner.batch_size=4096",
     "learner.replay.capacity=262144",
     "train.epochs=1",
-    "train.steps_per_epoch=40",
-    "train.warmup_steps=8",
+    "train.env_steps_per_epoch=40960",
+    "train.updates_per_epoch=40",
+    "train.warmup_env_steps=8192",
+    "run.cuda_graph=false",
     "folds.n_folds=1",
     "folds.train_bars=1500",
     "folds.validation_bars=300",
@@ -53,7 +55,7 @@ def test_training_step_never_synchronises(trainer):
     torch.cuda.set_sync_debug_mode("error")
     try:
         for _ in range(3):
-            trainer.train_step(learn=True)
+            trainer.train_step(1)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
@@ -65,12 +67,12 @@ def test_training_step_replays_as_a_cuda_graph(trainer):
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for _ in range(3):  # warm-up on the side stream, as CUDA graph capture requires
-            trainer.train_step(learn=True)
+            trainer.train_step(1)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     graph.register_generator_state(trainer.learner.generator)  # replay draws advance the learner's own generator
     with torch.cuda.graph(graph):
-        trainer.train_step(learn=True)
+        trainer.train_step(1)
     updates_before = int(trainer.learner.updates)
     actions_before = trainer.env.actions.clone()
     graph.replay()

@@ -44,7 +44,8 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
                    "'synthetic:planted?bars=4000&seed=1', or a CSV / Parquet / DBN path. Default: eurusd-1h-2017.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory (default: a fresh timestamped folder under runs/).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="Where to train (default: auto).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where to train (default: auto). The device picks the run-size profile: see `foxhunt config show`.")
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Continue a run stopped with Ctrl-C from its run directory (uses that run's config).")
@@ -59,6 +60,17 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
       foxhunt train --data sp500-1d-1999-2018 --seed 3
       foxhunt train --data prices.csv --set data.instrument=ES --set train.epochs=8
       foxhunt train --resume runs/20261130-081500    # after Ctrl-C
+      foxhunt train --device cuda                    # GPU-sized run: 4096 envs, batch 8192, CUDA graphs
+
+    \b
+    Sizes follow the device ([run] profile = "auto"): a CUDA run gets
+    thousands of environments, large batches and several updates per vector
+    step, compiled and replayed as CUDA graphs; a CPU run gets today's small
+    sizes. Anything you set yourself wins. Training length is counted in env
+    transitions and learner updates per epoch (train.env_steps_per_epoch,
+    train.updates_per_epoch), so changing env.n_envs does not change how much
+    the agent learns. See the resolved values with
+    `foxhunt config show --set run.device="cuda"`.
 
     The run directory holds config.toml, plugins.json, metrics.jsonl,
     checkpoints/, summary.json and report.html. Ctrl-C stops at the end of the
@@ -76,11 +88,13 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"data.source={_toml_string(data_source)}")
         if seed is not None:
             extra.append(f"run.seed={seed}")
+        if device is not None:  # before the profile is resolved: --device cuda gets the GPU-sized defaults
+            extra.append(f"run.device={_toml_string(device)}")
         config = resolve_config(config_path, tuple(extra))
         path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
         created = not path.exists()
         run_dir = RunDirectory(path)
-    if device is not None:
+    if device is not None and resume_dir is not None:
         config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool

@@ -40,6 +40,7 @@ from foxhunt.monitors import attach_monitors
 from foxhunt.plugins import PluginHost
 from foxhunt.records import KernelPoint
 from foxhunt.trainer import evaluation, resume
+from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
 
@@ -103,6 +104,12 @@ class Trainer:
         self.stop = stop
         self.device = resolve_device(config.run.device)
         self.backend = resolve_backend(self.device, None)
+        if self.device.type == "cuda":
+            # TF32 matmuls on by default on CUDA (run.tf32); docs/learner.md gives their accuracy cost.
+            torch.backends.cuda.matmul.allow_tf32 = config.run.tf32
+            torch.backends.cudnn.allow_tf32 = config.run.tf32
+        self.started = time.perf_counter()
+        self.first_update_seconds: float | None = None
         self.run_id = run_id or run_dir.path.name
         self.show_progress = show_progress
         self.metrics_port = metrics_port
@@ -173,6 +180,11 @@ class Trainer:
         )
         self.isv.write(TOTAL_EPOCHS, float(config.train.epochs))
         self._run_kernels(KernelPoint.CONSTRUCT)
+        self.plan = config.train.plan(config.env.n_envs)
+        self.graphs = StepGraphs(
+            self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
+            update_generators=(self.learner.generator,),
+        )
 
     def _attach_env_state(self, env_kernel: str) -> None:
         """The environment object carries the state its physics plugin declared (portfolio, streams)."""
@@ -233,6 +245,7 @@ class Trainer:
 
     def _start_fold(self, fold: Fold) -> None:
         """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
+        self.graphs.reset()  # captured against the last fold's buffers and warm-up: capture afresh
         self.enter_fold(fold)
         reset = self.registries.state.fold_boundary()
         log.info("fold boundary", reset=len(reset))
@@ -251,11 +264,13 @@ class Trainer:
             stats = self._collect_and_learn(epoch, progress)
             self._run_kernels(KernelPoint.EPOCH)
             diagnostics = self._observe(fold.index, epoch)
+            validation_started = time.perf_counter()
             result = backtest(
                 evaluation.greedy_policy(self.learner.act_values, self.device), self.data.market.ohlcv, self.features,
                 self.data.market.instrument, self.config.env, window=(fold.validation.start, fold.validation.stop),
             )
             validation = evaluation.metrics_of(result)
+            stats["validation_seconds"] = time.perf_counter() - validation_started
             score = validation[train.validation_metric]
             if evaluation.better(train.validation_metric, score, position.best and position.best["score"]):
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
@@ -274,32 +289,43 @@ class Trainer:
         return True
 
     def _collect_and_learn(self, epoch: int, progress: RunProgress) -> dict[str, float]:
-        """One epoch of experience: ``steps_per_epoch`` calls of :meth:`train_step`, timed."""
-        train = self.config.train
+        """One epoch of experience: the plan's vector steps, each followed by its share of the updates, timed."""
+        plan = self.plan
         self.action_counts.zero_()
-        progress.epoch_started(train.steps_per_epoch)
+        progress.epoch_started(plan.vector_steps)
         started = time.perf_counter()
         updates = 0
-        for step in range(train.steps_per_epoch):
-            learn = epoch * train.steps_per_epoch + step >= train.warmup_steps
-            self.train_step(learn)
-            updates += train.updates_per_step if learn else 0
+        for step in range(plan.vector_steps):
+            count = plan.updates_after(epoch, step)
+            self.train_step(count)
+            updates += count
+            if count and self.first_update_seconds is None:
+                self._sync()
+                self.first_update_seconds = time.perf_counter() - self.started
             progress.step_done()
+        self._sync()  # the GPU runs ahead of Python: time the work, not its launches
         elapsed = max(time.perf_counter() - started, 1e-9)
         return {
-            "env_steps_per_s": train.steps_per_epoch * self.config.env.n_envs / elapsed,
+            "env_steps_per_s": plan.env_steps / elapsed,
             "updates_per_s": updates / elapsed,
             "updates": updates,
             "seconds": elapsed,
         }
 
-    def train_step(self, learn: bool = True) -> None:
-        """The hot path: act, step every environment, store, learn, run the step kernels.
+    def train_step(self, updates: int = 1) -> None:
+        """The hot path: one vector step of every environment, then ``updates`` learner updates.
 
         No host-device synchronisation and no Python value that changes between
-        calls (ε comes from the ISV as a device tensor), so on a GPU the whole
-        step can be captured in a CUDA graph (``tests_gpu/test_hot_path.py``).
+        calls (ε comes from the ISV as a device tensor), so on a GPU each half
+        is captured once per fold as a CUDA graph and replayed
+        (:class:`~foxhunt.trainer.graphs.StepGraphs`; ``tests_gpu/``).
         """
+        self.graphs.collect()
+        for _ in range(updates):
+            self.graphs.update()
+
+    def _collect(self) -> None:
+        """Act, explore, step every environment, store the transitions."""
         train = self.config.train
         q = self.learner.act_values(self.obs)
         per_branch = [q[:, b, :size] for b, size in zip(Branch, self.branch_sizes)]
@@ -311,12 +337,17 @@ class Trainer:
         self.prev_obs.copy_(self.obs)
         obs, reward, done = self.env.step(actions)
         self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
-        self.obs = obs
+        self.obs = obs  # the environment's own observation buffer: the same tensor every step
         self.step_counter.add_(1)
-        if learn:
-            for _ in range(train.updates_per_step):
-                self.learner.step(self.config.learner.batch_size)
-                self._run_kernels(KernelPoint.STEP)
+
+    def _update(self) -> None:
+        """One learner update and the adaptive ``STEP`` kernels that follow it."""
+        self.learner.step(self.config.learner.batch_size)
+        self._run_kernels(KernelPoint.STEP)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _signals(self) -> dict[str, torch.Tensor]:
         """Every named device tensor kernels and monitors may read (docs/adaptive.md lists them)."""
@@ -372,6 +403,12 @@ class Trainer:
             "env_steps_per_s": stats["env_steps_per_s"],
             "updates_per_s": stats["updates_per_s"],
             "updates": stats["updates"],
+            "seconds": stats["seconds"],
+            "validation_seconds": stats["validation_seconds"],
+            "first_update_seconds": self.first_update_seconds,
+            "peak_device_memory_bytes": (
+                torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+            ),
             "diagnostics": diagnostics,
         }
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 import pytest
+import torch
 
 from foxhunt import ISV, PluginHost, PluginSelection, __version__
 from foxhunt.checkpoint import METADATA_FILE, save_checkpoint
@@ -224,7 +225,9 @@ def test_config_show_prints_the_resolved_toml(run) -> None:
     assert result.exit_code == 0
     assert "seed = 7" in result.stdout.splitlines()
     resolved = tomllib.loads(result.stdout)
-    assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1}
+    profile = "gpu" if torch.cuda.is_available() else "cpu"  # device "auto" follows the machine
+    assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1, "profile": profile, "tf32": True,
+                               "cuda_graph": True}
     assert resolved["plugins"] == {"enable": [], "disable": [], "require": {}}
 
 
@@ -232,7 +235,27 @@ def test_config_show_json(run, tmp_path: Path) -> None:
     config = tmp_path / "run.toml"
     config.write_text('[run]\ndevice = "cpu"\n')
     result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
-    assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1}
+    assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1, "profile": "cpu",
+                                                "tf32": True, "cuda_graph": True}
+
+
+def test_config_show_resolves_the_gpu_profile_for_a_cuda_run(run) -> None:
+    result = run("config", "show", "--set", 'run.device="cuda"', "--set", "learner.batch_size=4096")
+    assert result.exit_code == 0, result.output
+    resolved = tomllib.loads(result.stdout)
+    assert resolved["run"]["profile"] == "gpu"
+    assert resolved["env"]["n_envs"] == 4096
+    assert resolved["learner"]["compile"] is True
+    assert resolved["learner"]["batch_size"] == 4096  # what the user set wins over the profile
+    assert resolved["train"]["updates_per_epoch"] == 1000
+
+
+def test_config_show_keeps_cpu_sizes_for_a_cpu_run(run) -> None:
+    resolved = tomllib.loads(run("config", "show", "--set", 'run.device="cpu"').stdout)
+    assert resolved["run"]["profile"] == "cpu"
+    assert resolved["env"]["n_envs"] == 64
+    assert resolved["learner"]["batch_size"] == 128
+    assert resolved["learner"]["compile"] is False
 
 
 def test_config_errors_are_one_paragraph_naming_the_key_path(run, tmp_path: Path) -> None:

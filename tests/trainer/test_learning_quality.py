@@ -31,7 +31,8 @@ def config(seed: int):
     return load_config(None, [
         f'data.source="synthetic:planted?bars=2000&seed={seed}"', f"run.seed={seed}", 'run.device="cpu"',
         "folds.n_folds=1", "folds.train_bars=1200", "folds.validation_bars=600",
-        "train.epochs=1", "train.steps_per_epoch=300", "env.n_envs=32",
+        "train.epochs=1", "train.env_steps_per_epoch=9600", "train.updates_per_epoch=300", "env.n_envs=32",
+        "train.warmup_env_steps=1024",
     ])
 
 

@@ -1,0 +1,78 @@
+"""Run-size profiles: defaults sized for the device a run trains on.
+
+A CPU run and a GPU run want different sizes. On 2 CPU cores, 64 environments,
+batches of 128 and one update per vector step keep an epoch under a minute; on
+an H200 the same sizes leave the GPU idle behind Python launch overhead, and
+thousands of environments, batches in the thousands and several updates per
+vector step cost hardly more per step. ``[run] profile`` picks one of the
+tables below: ``"auto"`` (the default) takes ``"gpu"`` when the run's device
+is CUDA (``run.device = "cuda"``, or ``"auto"`` on a machine where torch sees
+a GPU) and ``"cpu"`` otherwise.
+
+A profile only fills keys the user left out: anything set in the TOML file or
+with ``--set`` wins. ``foxhunt config show`` prints the resolved values and
+the run's ``config.toml`` records them, with ``run.profile`` set to the profile
+that was applied, so a resumed run trains with the same sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["PROFILES", "PROFILE_NAMES", "resolve_profile", "apply_profile"]
+
+# Dotted config key -> value. The CPU profile is the config classes' own defaults.
+PROFILES: dict[str, dict[str, Any]] = {
+    "cpu": {},
+    "gpu": {
+        "env.n_envs": 4096,
+        "learner.batch_size": 8192,
+        "learner.replay.capacity": 1 << 20,
+        "learner.compile": True,
+        "train.env_steps_per_epoch": 4096 * 250,
+        "train.updates_per_epoch": 1000,
+        "train.warmup_env_steps": 4096 * 16,
+    },
+}
+PROFILE_NAMES = ("auto", *PROFILES)
+
+
+def resolve_profile(data: Mapping[str, Any]) -> str:
+    """The concrete profile (``cpu`` or ``gpu``) for plain config ``data`` (``run.profile``, ``run.device``)."""
+    run = data.get("run", {}) if isinstance(data.get("run", {}), Mapping) else {}
+    profile = run.get("profile", "auto")
+    if profile != "auto":
+        return profile
+    device = run.get("device", "auto")
+    if device == "auto":
+        import torch  # only when the machine must be asked: `config show` on a CPU config stays light
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return "gpu" if device == "cuda" else "cpu"
+
+
+def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the resolved profile's values filled in wherever the user set nothing (a copy)."""
+    profile = resolve_profile(data)
+    if profile not in PROFILES:
+        return data  # an unknown name: the config's own validator reports it with the key path
+    result = _deep_copy(data)
+    for dotted, value in PROFILES[profile].items():
+        *sections, key = dotted.split(".")
+        node = result
+        for section in sections:
+            child = node.setdefault(section, {})
+            if not isinstance(child, dict):
+                break  # a value where a section belongs: structuring reports it
+            node = child
+        else:
+            node.setdefault(key, value)
+    run = result.setdefault("run", {})
+    if isinstance(run, dict):
+        run["profile"] = profile
+    return result
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}

@@ -1,0 +1,54 @@
+"""Run-size profiles fill only what the user left out, and follow the run's device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foxhunt.config import load_config
+from foxhunt.errors import ConfigError
+from foxhunt.profiles import PROFILES, apply_profile, resolve_profile
+
+
+def test_a_cuda_run_gets_the_gpu_sizes() -> None:
+    config = load_config(None, ['run.device="cuda"'])
+    assert config.run.profile == "gpu"
+    assert config.env.n_envs == PROFILES["gpu"]["env.n_envs"]
+    assert config.learner.batch_size == PROFILES["gpu"]["learner.batch_size"]
+    assert config.learner.replay.capacity == PROFILES["gpu"]["learner.replay.capacity"]
+    assert config.learner.compile is True
+
+
+def test_a_cpu_run_keeps_the_class_defaults() -> None:
+    config = load_config(None, ['run.device="cpu"'])
+    assert config.run.profile == "cpu"
+    assert (config.env.n_envs, config.learner.batch_size, config.learner.compile) == (64, 128, False)
+
+
+def test_what_the_user_sets_wins_over_the_profile(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('[run]\ndevice = "cuda"\n[env]\nn_envs = 512\n')
+    config = load_config(path, ["learner.compile=false"])
+    assert config.env.n_envs == 512
+    assert config.learner.compile is False
+    assert config.learner.batch_size == PROFILES["gpu"]["learner.batch_size"]
+
+
+def test_an_explicit_profile_overrides_the_device() -> None:
+    assert load_config(None, ['run.device="cpu"', 'run.profile="gpu"']).env.n_envs == 4096
+    assert load_config(None, ['run.device="cuda"', 'run.profile="cpu"']).env.n_envs == 64
+
+
+def test_auto_follows_the_machine() -> None:
+    assert resolve_profile({}) == ("gpu" if torch.cuda.is_available() else "cpu")
+
+
+def test_a_resolved_config_reloads_unchanged() -> None:
+    data = apply_profile({"run": {"device": "cuda"}})
+    assert apply_profile(data) == data
+    assert data["run"]["profile"] == "gpu"
+
+
+def test_an_unknown_profile_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="run.profile"):
+        load_config(None, ['run.profile="huge"'])
