@@ -82,3 +82,7 @@ cli.add_command(audit_group)
 
 def main() -> None:
     cli(prog_name="foxhunt")
+
+
+if __name__ == "__main__":
+    main()
