@@ -114,3 +114,20 @@ def test_a_graphed_run_matches_the_eager_cuda_run(tmp_path_factory) -> None:
         assert math.isclose(losses[0][name], value, rel_tol=LOSS_RTOL, abs_tol=1e-4), name
     assert graphed["overall"]["agent"]["trades"] == eager["overall"]["agent"]["trades"]
     assert math.isclose(graphed["overall"]["agent"]["sharpe"], eager["overall"]["agent"]["sharpe"], abs_tol=0.05)
+
+
+def test_compiled_collection_draws_the_same_actions_as_eager(tmp_path_factory) -> None:
+    """learner.compile fuses collection's torch work; it must not change a single action or stored value."""
+    stored = []
+    for compiled in (False, True):
+        config = load_config(None, [*SHORT, "run.cuda_graph=false", f"learner.compile={str(compiled).lower()}"])
+        trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("collect")), show_progress=False)
+        trainer._build()
+        trainer._start_fold(trainer.data.folds[0])
+        for _ in range(8):
+            trainer._collect()
+        torch.cuda.synchronize()
+        replay = trainer.learner.replay
+        stored.append((replay.actions.clone(), replay.obs.clone(), replay.rewards.clone(), trainer.action_counts.clone()))
+    for eager, compiled in zip(*stored, strict=True):
+        assert torch.equal(eager, compiled)

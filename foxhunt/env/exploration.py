@@ -93,8 +93,11 @@ class BranchExplorer:
         self.sizes = branch_sizes()
         base = mix32(mix32(seed & MASK32) ^ ((seed >> 32) & MASK32))
         # One independent key per (branch, purpose).
+        # keyed by plain ints: torch.compile traces the lookups (an enum-keyed dict recursed in dynamo's guards)
         self._keys = {
-            (b, purpose): mix32(base ^ mix32(b * len(_PURPOSES) + purpose + 1)) for b in Branch for purpose in _PURPOSES
+            (int(b), purpose): mix32(base ^ mix32(b * len(_PURPOSES) + purpose + 1))
+            for b in Branch
+            for purpose in _PURPOSES
         }
         self._env_lanes = torch.arange(n_envs, dtype=torch.int64, device=self.device)
         self._element_lanes = {
@@ -111,7 +114,7 @@ class BranchExplorer:
         actions = torch.stack(
             [
                 epsilon_greedy(q[b], _branch_value(epsilon, b), self._keys[(b, _EPSILON_GREEDY)], self.counter, self._env_lanes)
-                for b in Branch
+                for b in range(Branch.size())  # plain ints: torch.compile traces enum indices badly
             ],
             dim=-1,
         )
@@ -124,7 +127,7 @@ class BranchExplorer:
         actions = torch.stack(
             [
                 boltzmann(q[b], _branch_value(temperature, b), self._keys[(b, _BOLTZMANN)], self.counter, self._env_lanes)
-                for b in Branch
+                for b in range(Branch.size())  # plain ints: torch.compile traces enum indices badly
             ],
             dim=-1,
         )
@@ -136,7 +139,7 @@ class BranchExplorer:
         self._check(advantages)
         noisy = [
             advantage_noise(advantages[b], _branch_value(sigma, b), self._keys[(b, _NOISE)], self.counter, self._element_lanes[b])
-            for b in Branch
+            for b in range(Branch.size())
         ]
         self.counter.add_(1)
         return noisy

@@ -11,6 +11,8 @@ checkpoint, from which ``--resume`` ends with the same results.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,9 @@ class Trainer:
         self.isv.write(TOTAL_EPOCHS, float(config.train.epochs))
         self._run_kernels(KernelPoint.CONSTRUCT)
         self.plan = config.train.plan(config.env.n_envs)
+        # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
+        # of exploration, the replay insert): eager, it is hundreds of small kernels per vector step.
+        self.collect_pieces = _compiled_collect_pieces() if config.learner.compile else _EAGER_COLLECT_PIECES
         self.graphs = StepGraphs(
             self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
             update_generators=(self.learner.generator,),
@@ -326,18 +331,26 @@ class Trainer:
 
     def _collect(self) -> None:
         """Act, explore, step every environment, store the transitions."""
+        actions = self.collect_pieces.act(self, self.obs)
+        obs, reward, done = self.env.step(actions)
+        self.collect_pieces.store(self, actions, reward, obs, done)
+        self.obs = obs  # the environment's own observation buffer: the same tensor every step
+
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Greedy values from the online network, then this run's exploration: actions ``[envs, Branch]``."""
         train = self.config.train
-        q = self.learner.act_values(self.obs)
-        per_branch = [q[:, b, :size] for b, size in zip(Branch, self.branch_sizes)]
+        q = self.learner.act_values(obs)
+        per_branch = [q[:, b, :size] for b, size in enumerate(self.branch_sizes)]
         if train.exploration == "boltzmann":
             actions = self.explorer.boltzmann(per_branch, train.temperature)
         else:
             actions = self.explorer.epsilon_greedy(per_branch, self.epsilon)
         self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
-        self.prev_obs.copy_(self.obs)
-        obs, reward, done = self.env.step(actions)
+        self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
+        return actions
+
+    def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
         self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
-        self.obs = obs  # the environment's own observation buffer: the same tensor every step
         self.step_counter.add_(1)
 
     def _update(self) -> None:
@@ -453,3 +466,28 @@ class Trainer:
             "overall": overall,
         }
 
+
+# Collection's torch work as module-level functions of the trainer (the env step between them is a numba
+# kernel, which dynamo cannot trace). Module-level, so a second trainer of the same shape reuses the code.
+def _act(trainer: Trainer, obs: torch.Tensor) -> torch.Tensor:
+    return trainer._act(obs)
+
+
+def _store(trainer: Trainer, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor,
+           done: torch.Tensor) -> None:
+    trainer._store(actions, reward, obs, done)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CollectPieces:
+    act: Any
+    store: Any
+
+
+_EAGER_COLLECT_PIECES = _CollectPieces(_act, _store)
+
+
+@functools.cache
+def _compiled_collect_pieces() -> _CollectPieces:
+    # made on first use (dynamo's import is slow); fullgraph: a graph break must fail, not fall back to eager
+    return _CollectPieces(*(torch.compile(piece, fullgraph=True, dynamic=False) for piece in (_act, _store)))
