@@ -43,6 +43,7 @@ DATASETS: dict[str, str] = {**LEARNING_SUITE, **REAL, "planted": "synthetic:plan
 # --quick: one fold, one short epoch; enough to exercise every column, not to learn anything.
 QUICK_OVERRIDES = ["folds.n_folds=1", "train.epochs=1", "train.steps_per_epoch=60", "env.n_envs=16"]
 QUICK_SEEDS = 2
+DEFAULT_SEEDS = 5
 
 
 def reported_windows(summary: dict[str, Any]) -> list[tuple[int, int]]:
@@ -144,7 +145,7 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 per dataset (--quick: 2)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds 0 .. N-1 per dataset (default 5; --quick: 2)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 seeds, one fold, one short epoch")
     parser.add_argument("--datasets", nargs="*", default=None, choices=list(DATASETS),
                         help="default: the learning suite and the bundled data")
@@ -154,7 +155,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", type=Path, default=None, help="write every run's raw results here")
     args = parser.parse_args()
     names = args.datasets or DEFAULT_DATASETS
-    seeds = range(QUICK_SEEDS if args.quick else args.seeds)
+    seeds = range(args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else DEFAULT_SEEDS)
     overrides = [*(QUICK_OVERRIDES if args.quick else []), *args.overrides]
     jobs = [(name, seed, args.device, overrides, args.threads) for name in names for seed in seeds]
     print(f"# {len(jobs)} runs on {args.device}, {args.jobs} at a time; overrides: {overrides or 'none'}", file=sys.stderr, flush=True)
@@ -167,7 +168,8 @@ def main() -> None:
         runs = [run_once(*job) for job in jobs]
     print("\n".join(table_rows(runs)), flush=True)
     if args.json_out is not None:
-        args.json_out.write_text(json.dumps({"args": {**vars(args), "json_out": str(args.json_out)}, "runs": runs}, indent=1))
+        settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides}
+        args.json_out.write_text(json.dumps({"args": settings, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
