@@ -4,26 +4,31 @@ Everything a run needs to turn a source string into validated bars::
 
     market = load("eurusd-1h-2017")                       # bundled
     market = load("synthetic:planted?bars=5000&seed=1")   # generated
+    oracle = oracle_backtest(load("synthetic:ar1?phi=0.2"), EnvConfig(), (4000, 5000))  # its oracle, under the physics
     market = load("prices.csv", "ES", timezone="America/Chicago")
 """
 
 from __future__ import annotations
 
-from foxhunt.data.catalog import DEFAULT_DATASET, DatasetInfo, list_datasets, load_bundled
+from foxhunt.data.catalog import DEFAULT_DATASET, LEARNING_SUITE, DatasetInfo, list_datasets, load_bundled
 from foxhunt.data.config import DataConfig
 from foxhunt.data.dbn import load_dbn
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
 from foxhunt.data.load import load, load_from_config
 from foxhunt.data.market import BOOK, FLOW, OHLCV, DataReport, Gap, MarketData
+from foxhunt.data.oracle import ThresholdPolicy, oracle_backtest, oracle_policy, oracle_targets
 from foxhunt.data.synthetic import (
     Regime,
     SyntheticSpec,
+    Trend,
     generate,
+    market_conditional_mean,
     oracle_positions,
     oracle_sharpe,
     parse_spec,
     planted_sharpe,
     regime_states,
+    trend_states,
 )
 from foxhunt.data.tabular import load_csv, load_parquet
 
@@ -36,11 +41,14 @@ __all__ = [
     "FLOW",
     "Gap",
     "InstrumentSpec",
+    "LEARNING_SUITE",
     "MarketData",
     "OHLCV",
     "PRESETS",
     "Regime",
     "SyntheticSpec",
+    "ThresholdPolicy",
+    "Trend",
     "generate",
     "list_datasets",
     "load",
@@ -49,10 +57,15 @@ __all__ = [
     "load_dbn",
     "load_from_config",
     "load_parquet",
+    "market_conditional_mean",
+    "oracle_backtest",
+    "oracle_policy",
     "oracle_positions",
     "oracle_sharpe",
+    "oracle_targets",
     "parse_spec",
     "planted_sharpe",
     "preset",
     "regime_states",
+    "trend_states",
 ]

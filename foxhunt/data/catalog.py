@@ -17,9 +17,32 @@ from foxhunt.data.synthetic import KINDS, PREFIX, generate, parse_spec
 from foxhunt.data.tabular import load_csv
 from foxhunt.errors import DataError
 
-__all__ = ["DEFAULT_DATASET", "BUNDLED", "DatasetInfo", "BundledDataset", "list_datasets", "load_bundled", "bundled_path"]
+__all__ = [
+    "DEFAULT_DATASET",
+    "BUNDLED",
+    "LEARNING_SUITE",
+    "DatasetInfo",
+    "BundledDataset",
+    "list_datasets",
+    "load_bundled",
+    "bundled_path",
+]
 
 DEFAULT_DATASET = "eurusd-1h-2017"
+
+# The synthetic markets of the learning benchmark (benchmarks/learning.py), each with an oracle under the
+# env physics (foxhunt.data.oracle). Hourly FX-like bars; 5,000 bars hold the default walk-forward folds.
+# AR(1) strengths start at 0.1: weaker signals have oracle Sharpes (about 2.5 at phi = 0.05) below the
+# sampling error of an annualised Sharpe over the default 3 x 500 evaluation bars (about 2.4), so an
+# agent/oracle ratio there would measure noise. A seed is added per run.
+LEARNING_SUITE: dict[str, str] = {
+    "ar1-weak": "synthetic:ar1?phi=0.1&bars=5000",
+    "ar1-medium": "synthetic:ar1?phi=0.2&bars=5000",
+    "ar1-strong": "synthetic:ar1?phi=0.3&bars=5000",
+    "meanrev": "synthetic:meanrev?kappa=0.01&bars=5000",
+    "trend": "synthetic:trend?drift=0.15&stay=0.995&bars=5000",
+    "randomwalk": "synthetic:randomwalk?bars=5000",
+}
 
 
 @attrs.frozen
@@ -57,7 +80,7 @@ class DatasetInfo:
     """One row of ``foxhunt datasets list``."""
 
     name: str
-    kind: str  # "bundled" or "synthetic"
+    kind: str  # "bundled", "synthetic" (a generator at its defaults) or "suite" (a learning-suite market)
     description: str
     bars: int
     start: str
@@ -117,10 +140,17 @@ def list_datasets() -> list[DatasetInfo]:
     descriptions = {
         "planted": "planted EMA-momentum signal with a known optimal policy and Sharpe (learning-quality tests)",
         "regime": "Markov regime switching between bull, bear and sideways drift/volatility",
+        "ar1": "AR(1) momentum in hourly log returns (phi), FX-like costs",
+        "meanrev": "mean reversion: Ornstein-Uhlenbeck log price around its first close (kappa), FX-like costs",
+        "trend": "regime-switching trend: hidden up/down drift (drift, stay), FX-like costs",
+        "randomwalk": "driftless random walk: nothing to learn, the oracle stays flat",
     }
     for kind in KINDS:
         market = generate(parse_spec(PREFIX + kind))
         rows.append(_info(PREFIX + kind, "synthetic", descriptions[kind], market))
+    for name, source in LEARNING_SUITE.items():
+        market = generate(parse_spec(source))
+        rows.append(_info(source, "suite", f"learning suite market {name!r}, with its oracle (benchmarks/learning.py)", market))
     return rows
 
 

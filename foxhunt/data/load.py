@@ -15,7 +15,7 @@ from foxhunt.data.config import DataConfig
 from foxhunt.data.dbn import load_dbn
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.data.market import MarketData
-from foxhunt.data.synthetic import PREFIX, generate
+from foxhunt.data.synthetic import KINDS, PREFIX, generate
 from foxhunt.data.tabular import load_csv, load_parquet
 from foxhunt.errors import DataError
 
@@ -50,7 +50,7 @@ def load(
         return load_dbn(source, bar=bar, instrument=instrument)
     raise DataError(
         f"{source}: not a dataset name, a synthetic spec or a file with a known extension. "
-        f"Datasets: {', '.join(BUNDLED)}; synthetic: '{PREFIX}planted?...' or '{PREFIX}regime?...'; "
+        f"Datasets: {', '.join(BUNDLED)}; synthetic: {', '.join(repr(PREFIX + kind + '?...') for kind in KINDS)}; "
         f"file extensions: {', '.join(EXTENSIONS)}"
     )
 
