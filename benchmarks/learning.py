@@ -41,7 +41,8 @@ REAL = {"eurusd": "eurusd-1h-2017", "sp500": "sp500-1d-1999-2018"}
 DEFAULT_DATASETS = [*LEARNING_SUITE, *REAL]
 DATASETS: dict[str, str] = {**LEARNING_SUITE, **REAL, "planted": "synthetic:planted?bars=5000"}
 # --quick: one fold, one short epoch; enough to exercise every column, not to learn anything.
-QUICK_OVERRIDES = ["folds.n_folds=1", "train.epochs=1", "train.steps_per_epoch=60", "env.n_envs=16"]
+QUICK_OVERRIDES = ["folds.n_folds=1", "train.epochs=1", "train.env_steps_per_epoch=960", "train.updates_per_epoch=60",
+                   "train.warmup_env_steps=512", "env.n_envs=16"]
 QUICK_SEEDS = 2
 DEFAULT_SEEDS = 5
 
