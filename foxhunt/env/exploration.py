@@ -91,6 +91,7 @@ class BranchExplorer:
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.sizes = branch_sizes()
+        self.n_branches = Branch.size()  # a plain int: torch.compile traces the methods below (learner.compile)
         base = mix32(mix32(seed & MASK32) ^ ((seed >> 32) & MASK32))
         # One independent key per (branch, purpose).
         # keyed by plain ints: torch.compile traces the lookups (an enum-keyed dict recursed in dynamo's guards)
@@ -105,8 +106,8 @@ class BranchExplorer:
         }
 
     def _check(self, values: Sequence[torch.Tensor]) -> None:
-        if len(values) != Branch.size():
-            raise ValueError(f"expected one [envs, A] tensor per branch ({Branch.size()}), got {len(values)}")
+        if len(values) != self.n_branches:
+            raise ValueError(f"expected one [envs, A] tensor per branch ({self.n_branches}), got {len(values)}")
 
     def epsilon_greedy(self, q: Sequence[torch.Tensor], epsilon: float | torch.Tensor) -> torch.Tensor:
         """One ``[envs, A_b]`` expected-Q tensor per branch -> actions ``[envs, Branch]``."""
@@ -114,7 +115,7 @@ class BranchExplorer:
         actions = torch.stack(
             [
                 epsilon_greedy(q[b], _branch_value(epsilon, b), self._keys[(b, _EPSILON_GREEDY)], self.counter, self._env_lanes)
-                for b in range(Branch.size())  # plain ints: torch.compile traces enum indices badly
+                for b in range(self.n_branches)  # plain ints: torch.compile traces enum indices badly
             ],
             dim=-1,
         )
@@ -127,7 +128,7 @@ class BranchExplorer:
         actions = torch.stack(
             [
                 boltzmann(q[b], _branch_value(temperature, b), self._keys[(b, _BOLTZMANN)], self.counter, self._env_lanes)
-                for b in range(Branch.size())  # plain ints: torch.compile traces enum indices badly
+                for b in range(self.n_branches)  # plain ints: torch.compile traces enum indices badly
             ],
             dim=-1,
         )
@@ -139,7 +140,7 @@ class BranchExplorer:
         self._check(advantages)
         noisy = [
             advantage_noise(advantages[b], _branch_value(sigma, b), self._keys[(b, _NOISE)], self.counter, self._element_lanes[b])
-            for b in range(Branch.size())
+            for b in range(self.n_branches)
         ]
         self.counter.add_(1)
         return noisy
