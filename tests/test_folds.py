@@ -107,7 +107,7 @@ def test_describe_folds_rows():
     assert rows[-1].test_end == "2017-12-29 21:00"
     assert rows[0].train_bars == 2000 and rows[0].embargo_bars == 24
     assert rows[0].validation_bars == 500 and rows[0].test_bars == 500
-    for row, fold in zip(rows, folds):
+    for row in rows:
         assert row.validation_end < row.test_start <= row.test_end
     daily = load("sp500-1d-1999-2018")
     (row,) = describe_folds(make_folds(len(daily), FoldConfig(n_folds=1), 64), daily.timestamps)
