@@ -18,11 +18,12 @@ from click.testing import CliRunner, Result
 
 from foxhunt.cli.main import cli
 
-# A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 2 x 80 validation < 800.
+# A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 80 validation + 5 embargo
+# + 2 x 80 test < 800.
 TINY_DATA = "synthetic:planted?bars=800&seed=3"
 TINY = (
     "train.epochs=2", "train.steps_per_epoch=12", "train.warmup_steps=4",
-    "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.embargo_bars=5",
+    "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80", "folds.embargo_bars=5",
     "env.n_envs=8", "learner.hidden=[32,32]", "learner.head_hidden=16", "learner.batch_size=32",
     "learner.n_atoms=11", "learner.replay.capacity=2048",
 )
