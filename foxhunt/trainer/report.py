@@ -4,8 +4,9 @@ Built only from the run directory's files (``summary.json``, ``metrics.jsonl``,
 ``equity/fold_K.csv`` and ``equity/fold_K_validation.csv``), so ``foxhunt
 report RUN_DIR`` can rebuild it at any time. Test figures (out of sample) come
 first; validation figures (the window each fold's epoch was chosen on) follow
-under their own heading, so the two are never read as one. Plots are matplotlib PNGs embedded as base64 data URIs: one self-contained
-file, no scripts, no external assets.
+under their own heading, so the two are never read as one. Plots are matplotlib
+PNGs embedded as base64 data URIs: one self-contained file, no scripts, no
+external assets.
 """
 
 from __future__ import annotations

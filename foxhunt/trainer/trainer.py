@@ -389,7 +389,8 @@ class Trainer:
                 evaluation.greedy_policy(self.learner.act_values, self.device), market.ohlcv, self.features,
                 market.instrument, self.config.env, window=test_window,
             )
-        test = {"agent": test_agent, **baselines(market.ohlcv, self.features, market.instrument, self.config.env, window=test_window)}
+        test_baselines = baselines(market.ohlcv, self.features, market.instrument, self.config.env, window=test_window)
+        test = {"agent": test_agent, **test_baselines}
         curves = {
             "validation": {"agent": best["equity"], **{name: r.equity.tolist() for name, r in self.validation_baselines.items()}},
             "test": {name: result.equity.tolist() for name, result in test.items()},
