@@ -12,16 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trainer_testkit import TINY, TINY_DATA, read_summary
+from trainer_testkit import TINY, TINY_DATA, StopAfter, read_summary
 
 from foxhunt.backtester import backtest_checkpoint
 from foxhunt.config import load_config
 from foxhunt.data import load_from_config
 from foxhunt.env.backtest import equity_ratios
+from foxhunt.errors import CheckpointError
 from foxhunt.features import compute_features
 from foxhunt.folds import make_folds
 from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS, combine
 from foxhunt.trainer.report import read_equity
+from foxhunt.trainer.resume import RESUME_NAME
+from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.trainer import Trainer
 
 
 def tiny_config():
@@ -100,3 +104,17 @@ def test_report_shows_test_results_first_and_validation_results_apart(reference_
     for fold in (0, 1):
         assert f'alt="test equity and drawdown, fold {fold}"' in text
         assert f'alt="validation equity and drawdown, fold {fold}"' in text
+
+
+def test_resume_refuses_finished_folds_recorded_without_a_test_window(tmp_path: Path) -> None:
+    path = tmp_path / "run"
+    config = tiny_config()
+    assert Trainer(config, RunDirectory(path), stop=StopAfter(path, 3), show_progress=False).run() is None
+    metadata_path = path / "checkpoints" / RESUME_NAME / "metadata.json"
+    metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+    assert len(metadata["position"]["results"]) == 1  # fold 0 finished, fold 1 under way
+    old = metadata["position"]["results"][0]
+    del old["test"]  # what a run stopped by the foxhunt before test windows recorded
+    metadata_path.write_text(json.dumps(metadata), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="without a test window.*Start a new run"):
+        Trainer(config, RunDirectory(path, resume=True), show_progress=False).run(resume_from=path)

@@ -31,6 +31,20 @@ TINY = (
 LIVE = (*TINY, "train.epochs=12")
 
 
+class StopAfter:
+    """A stop request that turns on once ``lines`` epochs have written their metrics line."""
+
+    def __init__(self, run_dir: Path, lines: int) -> None:
+        self.metrics = run_dir / "metrics.jsonl"
+        self.lines = lines
+
+    @property
+    def requested(self) -> bool:
+        if not self.metrics.exists():
+            return False
+        return len(self.metrics.read_text(encoding="utf-8").splitlines()) >= self.lines
+
+
 def set_args(overrides: Sequence[str]) -> list[str]:
     """``--set KEY=VALUE`` for every override."""
     return [arg for override in overrides for arg in ("--set", override)]
