@@ -216,6 +216,17 @@ def test_report_command_rebuilds_the_report(run_dir: Path, tmp_path: Path) -> No
     assert len(check_report(copy / "report.html")) == len(check_report(run_dir / "report.html"))
 
 
+def test_report_of_a_summary_without_test_figures_is_a_clear_error(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    summary = kit.read_summary(copy)
+    del summary["validation_overall"]  # the shape written before folds had test windows
+    (copy / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    result = kit.invoke("report", str(copy))
+    assert result.exit_code == 2
+    assert "before folds had a test window" in result.stderr and "Traceback" not in result.output
+
+
 def test_report_of_a_directory_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
     result = kit.invoke("report", str(tmp_path))
     assert result.exit_code == 2
