@@ -78,6 +78,9 @@ def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float
     """Every policy's :func:`combine` over the folds' ``window`` ("validation" or "test") curves.
 
     Each result holds ``result[window][policy]`` metrics and ``result["curves"][window][policy]`` equity.
+    Test windows follow each other exactly; validation windows do too when ``validation_bars`` equals
+    ``test_bars``, and overlap (sharing bars) when it is larger, so ``validation_overall`` is a description
+    of the selection windows, not a market stretch traded once.
     """
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
