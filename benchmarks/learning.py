@@ -50,10 +50,10 @@ DEFAULT_SEEDS = 5
 def reported_windows(summary: dict[str, Any]) -> list[tuple[int, int]]:
     """The bar windows ``[start, stop)`` that ``summary["overall"]`` is computed over, fold by fold.
 
-    The one place that knows where summary.json keeps them: today each fold's
-    ``"validation"`` window (the reported one until folds gain a test window).
+    The one place that knows where summary.json keeps them: each fold's held-out
+    ``"test_window"`` (selection happens on the validation window before it).
     """
-    return [(int(fold["validation"][0]), int(fold["validation"][1])) for fold in summary["folds"]]
+    return [(int(fold["test_window"][0]), int(fold["test_window"][1])) for fold in summary["folds"]]
 
 
 def source_for(name: str, seed: int) -> str:

@@ -3,7 +3,16 @@
 The checkpoint's layout is verified before anything else (a differing ISV
 fingerprint or plugin set is refused with the diff). Features are recomputed
 with the checkpoint's feature set and normalised with its training window's
-statistics, so the policy sees exactly what it saw in validation.
+statistics, so the policy sees exactly what it saw in training.
+
+On the checkpoint's own data it is evaluated on the fold's **test** window by
+default: the window after validation that played no part in choosing it, and
+the one ``summary.json`` reports, so this reproduces the run's test figures.
+``window="validation"`` evaluates the window the checkpoint was selected on
+(optimistic by construction). Checkpoints saved before folds had test windows
+have no ``test_window``: asking them for one is an error that says so and names
+the validation option; nothing falls back silently. On other data (``--data``)
+every bar after the feature warm-up is evaluated.
 """
 
 from __future__ import annotations
@@ -27,16 +36,23 @@ from foxhunt.learner import Learner
 from foxhunt.plugins import PluginHost
 from foxhunt.trainer import evaluation
 
-__all__ = ["BacktestOutcome", "backtest_checkpoint", "plugin_set_diff"]
+__all__ = ["BacktestOutcome", "backtest_checkpoint", "plugin_set_diff", "CHECKPOINT_WINDOWS", "ALL_BARS"]
+
+CHECKPOINT_WINDOWS = ("test", "validation")  # windows of the checkpoint's own data, by name
+ALL_BARS = "all"  # the window name reported when other data is evaluated from the warm-up on
 
 
 @attrs.frozen
 class BacktestOutcome:
-    """Metrics per policy (agent, buy_and_hold, flat), their equity curves and the window evaluated."""
+    """Metrics per policy (agent, buy_and_hold, flat), their equity curves and the window evaluated.
+
+    ``window_name`` is "test" or "validation" (a window of the checkpoint's own data) or :data:`ALL_BARS`.
+    """
 
     metrics: dict[str, dict[str, float]]
     curves: dict[str, list[float]]
     window: tuple[int, int]
+    window_name: str
     timestamps: list[str]
     source: str
 
@@ -61,8 +77,22 @@ def _load_config(metadata: dict[str, Any], source: str) -> FoxhuntConfig:
     return structure(metadata["config"], FoxhuntConfig, source=f"{source} (saved config)")
 
 
-def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu") -> BacktestOutcome:
-    """Backtest the policy in checkpoint ``path`` on its own validation window, or on ``data_source``."""
+def _saved_window(metadata: dict[str, Any], window: str, source: str) -> tuple[int, int]:
+    """The checkpoint's ``window`` ("test" or "validation") as bar indices into its own data."""
+    saved = metadata.get(f"{window}_window")
+    if saved is None:
+        raise CheckpointError(
+            f"{source}: this checkpoint has no {window} window; it was saved before folds had a test window after "
+            "validation, so the only window it knows is the one it was selected on. Pass --window validation to "
+            "evaluate it there (an optimistic figure), or --data to evaluate it on other data"
+        )
+    return int(saved[0]), int(saved[1])
+
+
+def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test") -> BacktestOutcome:
+    """Backtest the policy in checkpoint ``path`` on its own ``window`` (test, or validation), or on ``data_source``."""
+    if window not in CHECKPOINT_WINDOWS:
+        raise CheckpointError(f"window must be one of {', '.join(CHECKPOINT_WINDOWS)}, got {window!r}")
     path = Path(path)
     metadata = read_metadata(path)
     if metadata.get("kind") != "policy":
@@ -91,7 +121,10 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     values = np.array(normalizer.apply(features.values), dtype=np.float32)
     values[: features.warmup] = 0.0
     same_data = market.content_hash() == metadata.get("data_hash")
-    window = tuple(metadata["validation_window"]) if same_data else (features.warmup, len(market))
+    if same_data:
+        bars, window_name = _saved_window(metadata, window, str(path)), window
+    else:
+        bars, window_name = (features.warmup, len(market)), ALL_BARS
     isv = ISV(registries.layout, device)
     isv.tensor.copy_(tensors["isv"])
     host.start()
@@ -103,14 +136,15 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     learner.load_policy_state_dict(
         {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
     )
-    agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=window)
-    results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=window)}
-    stamps = market.timestamps[window[0] : window[1]].astype(str).tolist()
+    agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=bars)
+    results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=bars)}
+    stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()
     host.close()
     return BacktestOutcome(
         metrics={name: evaluation.metrics_of(result) for name, result in results.items()},
         curves={name: result.equity.tolist() for name, result in results.items()},
-        window=(int(window[0]), int(window[1])),
+        window=(int(bars[0]), int(bars[1])),
+        window_name=window_name,
         timestamps=stamps,
         source=config.data.source,
     )

@@ -1,19 +1,25 @@
-"""Purged, embargoed walk-forward folds.
+"""Purged, embargoed walk-forward folds: train, then validation (selection), then test (reported).
 
-Each fold trains on a window, skips an embargo gap, and validates on the window
-right after it; the next fold's validation window follows the previous one. The
-folds are placed so that the last validation window ends at the last bar (the
-most recent data is validated on)::
+Each fold trains on a window, skips an embargo, validates on the window after it
+(epochs and models are chosen there), skips a second embargo, and is tested on
+the window after that; only the test figures are reported as out-of-sample. The
+next fold's test window follows the previous one, and the folds are placed so
+that the last test window ends at the last bar (the most recent data is tested
+on)::
 
-    bars: | warm-up | ....... | train 0 | emb | val 0 | val 1 | val 2 |
-    fold 0:                   [ train  ][ emb ][ val ]
-    fold 1 (rolling):                 [ train  ][ emb ][ val ]
-    fold 1 (anchored):  [ train from warm-up   ][ emb ][ val ]
+    bars: | warm-up | .... | train 0 |e| val 0 |e| test 0 | test 1 | test 2 |
+    fold 0:                [ train  ][e][ val ][e][ test ]
+    fold 1 (rolling):               [ train  ][e][ val ][e][ test ]
+    fold 1 (anchored): [ train from warm-up ][e][ val ][e][ test ]
 
-Purging: training windows end ``embargo_bars`` before their validation starts, so
-no n-step return, reward or label computed inside a training window can reach a
-validation bar when ``embargo_bars`` is at least the longest such horizon. No
-validation bar is ever inside its own or an earlier fold's training window.
+Purging: a training window ends ``embargo_bars`` before its validation window
+starts, and the validation window ends ``embargo_bars`` before the test window
+starts, so no n-step return, reward or label computed inside one window can
+reach the next when ``embargo_bars`` is at least the longest such horizon. No
+validation or test bar is ever inside its own or an earlier fold's training
+window, and no test bar is inside its own or an earlier fold's validation
+window. A later fold may train on an earlier fold's test bars: that fold's
+figures were already taken, by a policy that never saw them.
 """
 
 from __future__ import annotations
@@ -41,26 +47,31 @@ class FoldConfig:
     """Walk-forward layout.
 
     ``train_bars`` is the training window length (exact when rolling, the minimum
-    when anchored, where training always starts at the warm-up). ``embargo_bars``
-    separates training from validation; make it at least the longest n-step or
-    reward horizon the learner uses.
+    when anchored, where training always starts at the warm-up).
+    ``validation_bars`` is the window each fold's best epoch is chosen on,
+    ``test_bars`` the window its chosen policy is then reported on.
+    ``embargo_bars`` separates training from validation and validation from
+    test; make it at least the longest n-step or reward horizon the learner uses.
     """
 
     n_folds: int = attrs.field(default=3, validator=_at_least(1))
     train_bars: int = attrs.field(default=2000, validator=_at_least(2))
     validation_bars: int = attrs.field(default=500, validator=_at_least(2))
+    test_bars: int = attrs.field(default=500, validator=_at_least(2))
     embargo_bars: int = attrs.field(default=24, validator=_at_least(0))
     mode: str = attrs.field(default="rolling", validator=attrs.validators.in_(MODES))
 
 
 @attrs.frozen
 class Fold:
-    """Bar index ranges of one fold (into the market's bars)."""
+    """Bar index ranges of one fold (into the market's bars), in time order."""
 
     index: int
     train: range
     embargo: range
     validation: range
+    test_embargo: range
+    test: range
 
     @property
     def train_slice(self) -> slice:
@@ -70,10 +81,17 @@ class Fold:
     def validation_slice(self) -> slice:
         return slice(self.validation.start, self.validation.stop)
 
+    @property
+    def test_slice(self) -> slice:
+        return slice(self.test.start, self.test.stop)
+
 
 def bars_needed(config: FoldConfig, warmup: int) -> int:
-    """Fewest bars the layout fits in: warm-up + train + embargo + n_folds * validation."""
-    return warmup + config.train_bars + config.embargo_bars + config.n_folds * config.validation_bars
+    """Fewest bars the layout fits in: warm-up + train + embargo + validation + embargo + n_folds * test."""
+    return (
+        warmup + config.train_bars + config.embargo_bars + config.validation_bars + config.embargo_bars
+        + config.n_folds * config.test_bars
+    )
 
 
 def make_folds(n_bars: int, config: FoldConfig, warmup: int = 0) -> list[Fold]:
@@ -84,13 +102,16 @@ def make_folds(n_bars: int, config: FoldConfig, warmup: int = 0) -> list[Fold]:
     if n_bars < needed:
         raise DataError(
             f"the data has {n_bars} bars but {config.n_folds} fold(s) need at least {needed}: warm-up {warmup} + "
-            f"train {config.train_bars} + embargo {config.embargo_bars} + {config.n_folds} x validation "
-            f"{config.validation_bars}. Load more data, or lower folds.n_folds, train_bars or validation_bars"
+            f"train {config.train_bars} + embargo {config.embargo_bars} + validation {config.validation_bars} + "
+            f"embargo {config.embargo_bars} + {config.n_folds} x test {config.test_bars}. Load more data, or lower "
+            "folds.n_folds, train_bars, validation_bars, test_bars or embargo_bars"
         )
-    first_validation = n_bars - config.n_folds * config.validation_bars
+    first_test = n_bars - config.n_folds * config.test_bars
     folds = []
     for k in range(config.n_folds):
-        validation_start = first_validation + k * config.validation_bars
+        test_start = first_test + k * config.test_bars
+        validation_stop = test_start - config.embargo_bars
+        validation_start = validation_stop - config.validation_bars
         train_stop = validation_start - config.embargo_bars
         train_start = warmup if config.mode == "anchored" else train_stop - config.train_bars
         folds.append(
@@ -98,7 +119,9 @@ def make_folds(n_bars: int, config: FoldConfig, warmup: int = 0) -> list[Fold]:
                 index=k,
                 train=range(train_start, train_stop),
                 embargo=range(train_stop, validation_start),
-                validation=range(validation_start, validation_start + config.validation_bars),
+                validation=range(validation_start, validation_stop),
+                test_embargo=range(validation_stop, test_start),
+                test=range(test_start, test_start + config.test_bars),
             )
         )
     return folds
@@ -113,9 +136,12 @@ class FoldRow:
     train_end: str
     validation_start: str
     validation_end: str
+    test_start: str
+    test_end: str
     train_bars: int
     embargo_bars: int
     validation_bars: int
+    test_bars: int
 
 
 def _stamp(timestamps: np.ndarray, index: int) -> str:
@@ -133,9 +159,12 @@ def describe_folds(folds: list[Fold], timestamps: np.ndarray) -> list[FoldRow]:
             train_end=_stamp(timestamps, fold.train.stop - 1),
             validation_start=_stamp(timestamps, fold.validation.start),
             validation_end=_stamp(timestamps, fold.validation.stop - 1),
+            test_start=_stamp(timestamps, fold.test.start),
+            test_end=_stamp(timestamps, fold.test.stop - 1),
             train_bars=len(fold.train),
             embargo_bars=len(fold.embargo),
             validation_bars=len(fold.validation),
+            test_bars=len(fold.test),
         )
         for fold in folds
     ]

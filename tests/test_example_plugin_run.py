@@ -14,6 +14,7 @@ TINY = [
     "--set", "train.epochs=1", "--set", "train.env_steps_per_epoch=80", "--set", "train.updates_per_epoch=10",
     "--set", "train.warmup_env_steps=16",
     "--set", "folds.n_folds=1", "--set", "folds.train_bars=300", "--set", "folds.validation_bars=60",
+    "--set", "folds.test_bars=60",
     "--set", "folds.embargo_bars=5", "--set", "env.n_envs=8", "--set", "learner.hidden=[32,32]",
     "--set", "learner.head_hidden=16", "--set", "learner.batch_size=32", "--set", "learner.n_atoms=11",
     "--set", "learner.replay.capacity=1024",

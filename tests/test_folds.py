@@ -17,40 +17,61 @@ configs = st.builds(
     n_folds=st.integers(1, 6),
     train_bars=st.integers(2, 300),
     validation_bars=st.integers(2, 100),
+    test_bars=st.integers(2, 100),
     embargo_bars=st.integers(0, 50),
     mode=st.sampled_from(["anchored", "rolling"]),
 )
 
 
 @given(config=configs, warmup=st.integers(0, 80), extra=st.integers(0, 500))
-def test_folds_never_validate_on_trained_bars(config, warmup, extra):
+def test_fold_windows_are_ordered_purged_and_end_at_the_last_bar(config, warmup, extra):
     n_bars = bars_needed(config, warmup) + extra
     folds = make_folds(n_bars, config, warmup)
     assert len(folds) == config.n_folds
-    assert folds[-1].validation.stop == n_bars  # the most recent bars are validated on
+    assert folds[-1].test.stop == n_bars  # the most recent bars are tested on
     for k, fold in enumerate(folds):
         assert fold.index == k
         assert fold.train.start >= warmup
-        assert len(fold.validation) == config.validation_bars
-        assert len(fold.embargo) == config.embargo_bars
-        assert fold.train.stop == fold.embargo.start and fold.embargo.stop == fold.validation.start
-        assert fold.validation.start - fold.train.stop == config.embargo_bars
+        assert len(fold.validation) == config.validation_bars and len(fold.test) == config.test_bars
+        assert len(fold.embargo) == config.embargo_bars and len(fold.test_embargo) == config.embargo_bars
+        # in time order, each window starting where the one before it stops
+        windows = (fold.train, fold.embargo, fold.validation, fold.test_embargo, fold.test)
+        for before, after in zip(windows, windows[1:]):
+            assert before.stop == after.start
         if config.mode == "rolling":
             assert len(fold.train) == config.train_bars
         else:
             assert fold.train.start == warmup and len(fold.train) >= config.train_bars
-        validation = set(fold.validation)
-        for earlier in folds[: k + 1]:  # its own and every earlier training window
-            assert validation.isdisjoint(earlier.train)
+        for earlier in folds[: k + 1]:  # its own and every earlier fold: nothing selected or reported was trained on
+            assert set(fold.validation).isdisjoint(earlier.train)
+            assert set(fold.test).isdisjoint(earlier.train)
+            assert set(fold.test).isdisjoint(earlier.validation)  # no test bar ever chose a model
+        # embargoes respected: every training bar sits at least embargo_bars before validation, and validation before test
+        assert fold.validation.start - (fold.train.stop - 1) > config.embargo_bars
+        assert fold.test.start - (fold.validation.stop - 1) > config.embargo_bars
         if k:
-            assert fold.validation.start == folds[k - 1].validation.stop  # walk forward, no overlap
+            assert fold.test.start == folds[k - 1].test.stop  # walk forward, no gap, no overlap
 
 
 def test_too_short_data_says_how_many_bars_are_needed():
-    config = FoldConfig(n_folds=3, train_bars=1000, validation_bars=200, embargo_bars=10)
-    with pytest.raises(DataError, match=r"has 1500 bars but 3 fold\(s\) need at least 1674: warm-up 64"):
+    config = FoldConfig(n_folds=3, train_bars=1000, validation_bars=200, test_bars=100, embargo_bars=10)
+    message = (
+        r"has 1500 bars but 3 fold\(s\) need at least 1584: warm-up 64 \+ train 1000 \+ embargo 10 \+ "
+        r"validation 200 \+ embargo 10 \+ 3 x test 100"
+    )
+    with pytest.raises(DataError, match=message):
         make_folds(1500, config, warmup=64)
-    assert len(make_folds(1674, config, warmup=64)) == 3
+    assert len(make_folds(1584, config, warmup=64)) == 3
+    with pytest.raises(DataError, match="need at least 1584"):
+        make_folds(1583, config, warmup=64)
+
+
+@pytest.mark.parametrize("name", ["eurusd-1h-2017", "sp500-1d-1999-2018"])
+def test_the_default_layout_fits_both_bundled_datasets(name):
+    market = load(name)
+    warmup = compute_features(market).warmup
+    assert len(market) >= bars_needed(FoldConfig(), warmup)
+    assert make_folds(len(market), FoldConfig(), warmup)[-1].test.stop == len(market)
 
 
 def test_config_validators():
@@ -58,6 +79,8 @@ def test_config_validators():
         FoldConfig(n_folds=0)
     with pytest.raises(ValueError, match="embargo_bars"):
         FoldConfig(embargo_bars=-1)
+    with pytest.raises(ValueError, match="test_bars must be an integer >= 2"):
+        FoldConfig(test_bars=1)
     with pytest.raises(ValueError):
         FoldConfig(mode="expanding")
 
@@ -65,13 +88,14 @@ def test_config_validators():
 def test_normalisation_fitted_on_each_fold_training_window_only():
     market = load("sp500-1d-1999-2018")
     features = compute_features(market)
-    folds = make_folds(len(market), FoldConfig(n_folds=3, train_bars=1500, validation_bars=400), features.warmup)
+    layout = FoldConfig(n_folds=3, train_bars=1500, validation_bars=400, test_bars=400)
+    folds = make_folds(len(market), layout, features.warmup)
     for fold in folds:
         normalizer = Normalizer.fit(features, fold.train)
         train_values = features.values[fold.train_slice].astype(np.float64)
         np.testing.assert_allclose(normalizer.mean, train_values.mean(axis=0))
         poisoned = features.values.copy()
-        poisoned[fold.embargo.start :] = 1e6  # embargo and validation (and later) bars
+        poisoned[fold.embargo.start :] = 1e6  # embargo, validation, test (and later) bars
         assert np.array_equal(Normalizer.fit(poisoned, fold.train).mean, normalizer.mean)
 
 
@@ -80,8 +104,11 @@ def test_describe_folds_rows():
     folds = make_folds(len(market), FoldConfig(), warmup=64)
     rows = describe_folds(folds, market.timestamps)
     assert [r.fold for r in rows] == [0, 1, 2]
-    assert rows[-1].validation_end == "2017-12-29 21:00"
-    assert rows[0].train_bars == 2000 and rows[0].embargo_bars == 24 and rows[0].validation_bars == 500
+    assert rows[-1].test_end == "2017-12-29 21:00"
+    assert rows[0].train_bars == 2000 and rows[0].embargo_bars == 24
+    assert rows[0].validation_bars == 500 and rows[0].test_bars == 500
+    for row in rows:
+        assert row.validation_end < row.test_start <= row.test_end
     daily = load("sp500-1d-1999-2018")
     (row,) = describe_folds(make_folds(len(daily), FoldConfig(n_folds=1), 64), daily.timestamps)
-    assert row.validation_end == "2018-12-31"
+    assert row.test_end == "2018-12-31"

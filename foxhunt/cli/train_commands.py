@@ -11,7 +11,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from foxhunt.backtester import backtest_checkpoint
+from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
 from foxhunt.cli.common import config_options, resolve_config
 from foxhunt.config import load_config
 from foxhunt.data import list_datasets
@@ -72,9 +72,11 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     the agent learns. See the resolved values with
     `foxhunt config show --set run.device="cuda"`.
 
+    Each fold trains, picks its best epoch on a validation window, and backtests
+    that policy once on a later test window; the test figures are the result.
     The run directory holds config.toml, plugins.json, metrics.jsonl,
-    checkpoints/, summary.json and report.html. Ctrl-C stops at the end of the
-    current epoch and writes a resume checkpoint.
+    checkpoints/, equity/, summary.json and report.html. Ctrl-C stops at the
+    end of the current epoch and writes a resume checkpoint.
     """
     if resume_dir is not None:
         if config_path is not None or overrides or data_source is not None:
@@ -110,7 +112,14 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         console.print(f"stopped early; continue with: foxhunt train --resume {run_dir.path}")
         return
     report = build_report(run_dir.path)
-    console.print(_results_table(f"out-of-sample, all folds ({config.data.source})", summary["overall"]))
+    console.print(_results_table(
+        f"TEST (out of sample: each fold's chosen policy on its test window), all folds ({config.data.source})",
+        summary["overall"],
+    ))
+    console.print(_results_table(
+        "validation (the window each fold's best epoch was chosen on: optimistic, not out of sample)",
+        summary["validation_overall"],
+    ))
     console.print(f"run directory: {run_dir.path}\nreport: {report}")
 
 
@@ -129,21 +138,30 @@ def _toml_string(text: str) -> str:
 
 @click.command("backtest")
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--data", "data_source", metavar="SOURCE", help="Data to evaluate on (default: the checkpoint's own validation window).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Write backtest.json and equity.csv here.")
+@click.option("--data", "data_source", metavar="SOURCE",
+              help="Data to evaluate on (default: the checkpoint's own data; other data is evaluated on every bar "
+                   "after the feature warm-up).")
+@click.option("--window", type=click.Choice(CHECKPOINT_WINDOWS), default="test", show_default=True,
+              help="Which window of the checkpoint's own data: its fold's test window (out of sample, what "
+                   "summary.json reports) or the validation window it was selected on.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write backtest.json and equity/fold_0.csv here.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-def backtest_command(checkpoint: Path, data_source: str | None, out_dir: Path | None, device: str) -> None:
+def backtest_command(checkpoint: Path, data_source: str | None, window: str, out_dir: Path | None, device: str) -> None:
     """Evaluate a fold checkpoint (RUN_DIR/checkpoints/fold_K) greedily, against buy-and-hold and flat.
 
     A checkpoint whose ISV layout or plugin set differs from the installed one
-    is refused with the difference; there is no migration.
+    is refused with the difference; there is no migration. A checkpoint saved
+    before folds had test windows has none: use --window validation or --data.
     """
-    outcome = backtest_checkpoint(checkpoint, data_source, device)
-    console.print(_results_table(f"backtest of {checkpoint} on {outcome.source} bars {outcome.window}", outcome.metrics))
+    outcome = backtest_checkpoint(checkpoint, data_source, device, window)
+    title = f"backtest of {checkpoint} on {outcome.source}, {outcome.window_name} bars {outcome.window}"
+    console.print(_results_table(title, outcome.metrics))
     if out_dir is not None:
         run_dir = RunDirectory(out_dir, resume=True)
         run_dir.write_json("backtest.json", {"checkpoint": str(checkpoint), "source": outcome.source,
-                                             "window": list(outcome.window), "metrics": outcome.metrics})
+                                             "window": list(outcome.window), "window_name": outcome.window_name,
+                                             "metrics": outcome.metrics})
         stamps = outcome.timestamps[: len(outcome.curves["agent"])]
         run_dir.write_equity(0, stamps, outcome.curves)
         console.print(f"wrote {run_dir.path / 'backtest.json'}")

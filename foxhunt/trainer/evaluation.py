@@ -1,4 +1,11 @@
-"""Validation backtests of a fold and the run's summary across folds."""
+"""Backtests of a fold (validation: selection; test: reported) and the run's summary across folds.
+
+A fold's best epoch is chosen by its validation backtests; that one policy is
+then backtested once on the fold's test window. The summary reports both, apart:
+``overall`` chains the test windows (the honest out-of-sample figure),
+``validation_overall`` chains the validation windows (optimistic by construction:
+the best of several epochs was picked there).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +18,11 @@ import torch
 
 from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, equity_ratios
 
-__all__ = ["SUMMARY_KEYS", "POLICIES", "greedy_policy", "metrics_of", "combine", "better"]
+__all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "greedy_policy", "metrics_of", "combine", "overall", "better"]
 
 SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "trades")
 POLICIES = ("agent", "buy_and_hold", "flat")
+WINDOWS = ("validation", "test")  # the per-fold windows a summary reports, apart
 
 
 def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
@@ -50,8 +58,9 @@ def better(metric: str, candidate: float, incumbent: float | None) -> bool:
 
 
 def combine(curves: Sequence[np.ndarray], trades: Sequence[int], turnovers: Sequence[float], bars_per_year: float) -> dict[str, float]:
-    """Overall metrics of consecutive validation windows: each fold's equity restarts from the same cash,
-    so the windows are chained through their per-bar returns."""
+    """Overall metrics of consecutive windows: each fold's equity restarts from the same cash, so the windows
+    are chained through their per-bar returns into one curve, and Sharpe, Sortino and drawdown are those of
+    that curve (never an average of per-fold ratios). Net P&L, turnover and trades are sums over the folds."""
     returns = np.concatenate([curve[1:] / curve[:-1] - 1.0 for curve in curves]) if curves else np.zeros(0)
     chained = np.cumprod(np.concatenate([[1.0], 1.0 + returns]))
     sharpe, sortino, max_drawdown = equity_ratios(chained, bars_per_year)
@@ -62,4 +71,25 @@ def combine(curves: Sequence[np.ndarray], trades: Sequence[int], turnovers: Sequ
         "max_drawdown": max_drawdown,
         "turnover": float(sum(turnovers)),
         "trades": int(sum(trades)),
+    }
+
+
+def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float) -> dict[str, dict[str, float]]:
+    """Every policy's :func:`combine` over the folds' ``window`` ("validation" or "test") curves.
+
+    Each result holds ``result[window][policy]`` metrics and ``result["curves"][window][policy]`` equity.
+    Test windows follow each other exactly; validation windows do too when ``validation_bars`` equals
+    ``test_bars``, and overlap (sharing bars) when it is larger, so ``validation_overall`` is a description
+    of the selection windows, not a market stretch traded once.
+    """
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
+    return {
+        policy: combine(
+            [np.asarray(r["curves"][window][policy], dtype=np.float64) for r in results],
+            [r[window][policy]["trades"] for r in results],
+            [r[window][policy]["turnover"] for r in results],
+            bars_per_year,
+        )
+        for policy in POLICIES
     }

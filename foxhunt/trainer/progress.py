@@ -47,10 +47,16 @@ class RunProgress:
         if self._progress is None:
             return
         info = (
-            f"val sharpe {validation['sharpe']:+.2f}  pnl {validation['net_pnl']:+,.0f}  "
+            f"validation sharpe {validation['sharpe']:+.2f}  pnl {validation['net_pnl']:+,.0f}  "
             f"{rates['env_steps_per_s']:,.0f} env steps/s  {rates['updates_per_s']:,.1f} updates/s"
         )
         self._progress.update(self._epochs, completed=epoch + 1, info=info)
         if epoch + 1 == self.epochs:
-            self._progress.update(self._folds, completed=fold + 1)
             self._progress.reset(self._epochs, total=self.epochs)
+
+    def fold_done(self, fold: int, test: dict[str, float]) -> None:
+        """The fold's selected policy was backtested on its test window: the out-of-sample figure so far."""
+        if self._progress is None:
+            return
+        info = f"fold {fold} test sharpe {test['sharpe']:+.2f}  pnl {test['net_pnl']:+,.0f}"
+        self._progress.update(self._folds, completed=fold + 1, info=info)

@@ -1,9 +1,12 @@
 """``report.html``: what a run did, as pictures that open in a browser with no network.
 
 Built only from the run directory's files (``summary.json``, ``metrics.jsonl``,
-``equity/fold_*.csv``), so ``foxhunt report RUN_DIR`` can rebuild it at any
-time. Plots are matplotlib PNGs embedded as base64 data URIs: one self-contained
-file, no scripts, no external assets.
+``equity/fold_K.csv`` and ``equity/fold_K_validation.csv``), so ``foxhunt
+report RUN_DIR`` can rebuild it at any time. Test figures (out of sample) come
+first; validation figures (the window each fold's epoch was chosen on) follow
+under their own heading, so the two are never read as one. Plots are matplotlib
+PNGs embedded as base64 data URIs: one self-contained file, no scripts, no
+external assets.
 """
 
 from __future__ import annotations
@@ -24,10 +27,20 @@ import matplotlib.pyplot as plt  # noqa: E402 - backend must be chosen first
 import numpy as np  # noqa: E402
 
 from foxhunt.errors import FoxhuntError  # noqa: E402
+from foxhunt.trainer.run_dir import equity_file_name  # noqa: E402
 
 __all__ = ["build_report", "read_metrics", "read_equity"]
 
 METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "trades")
+POLICIES = ("agent", "buy_and_hold", "flat")
+# Per window: the summary key of its all-fold figures, the section heading, and what its equity plot is called.
+WINDOW_SECTIONS = {
+    "test": ("overall", "Test results: out of sample (each fold's chosen policy, backtested once on its test window)",
+             "test equity (out of sample)"),
+    "validation": ("validation_overall",
+                   "Validation results: the selection window (the best epoch was chosen here, so these are optimistic)",
+                   "validation equity (selection window)"),
+}
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -63,7 +76,7 @@ def _figure_to_img(figure: plt.Figure, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
-def _equity_plot(fold: str, curves: dict[str, np.ndarray]) -> str:
+def _equity_plot(fold: int, curves: dict[str, np.ndarray], title: str, window: str) -> str:
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     x = np.arange(len(curves["agent"]))
     for name, style in (("agent", "-"), ("buy_and_hold", "--"), ("flat", ":")):
@@ -71,12 +84,12 @@ def _equity_plot(fold: str, curves: dict[str, np.ndarray]) -> str:
             top.plot(x, curves[name], style, label=name.replace("_", " "))
             peak = np.maximum.accumulate(curves[name])
             bottom.plot(x, curves[name] - peak, style, label=name.replace("_", " "))
-    top.set_title(f"fold {fold}: validation equity")
+    top.set_title(f"fold {fold}: {title}")
     top.set_ylabel("equity")
     top.legend(loc="best")
     bottom.set_ylabel("drawdown")
-    bottom.set_xlabel("validation bar")
-    return _figure_to_img(figure, f"equity and drawdown, fold {fold}")
+    bottom.set_xlabel(f"{window} bar")
+    return _figure_to_img(figure, f"{window} equity and drawdown, fold {fold}")
 
 
 def _series_plot(title: str, series: dict[str, list[float]], ylabel: str, log: bool = False) -> str:
@@ -119,21 +132,33 @@ def _collect_series(metrics: list[dict[str, Any]], key: str) -> dict[str, list[f
     return dict(series)
 
 
-def _summary_table(summary: dict[str, Any]) -> str:
+def _summary_table(summary: dict[str, Any], window: str) -> str:
+    """Per fold and all-fold figures of every policy on ``window`` ("test" or "validation")."""
     header = "".join(f"<th>{html.escape(c)}</th>" for c in ("fold", "policy", *METRIC_COLUMNS))
     rows = []
     for fold in summary.get("folds", []):
-        for policy in ("agent", "buy_and_hold", "flat"):
-            metrics = fold.get(policy, {})
+        for policy in POLICIES:
+            metrics = fold.get(window, {}).get(policy, {})
             cells = "".join(f"<td>{metrics.get(c, float('nan')):.4g}</td>" for c in METRIC_COLUMNS)
             rows.append(f"<tr><td>{fold.get('fold')}</td><td>{policy}</td>{cells}</tr>")
-    overall = summary.get("overall", {})
-    for policy in ("agent", "buy_and_hold", "flat"):
+    overall = summary.get(WINDOW_SECTIONS[window][0], {})
+    for policy in POLICIES:
         metrics = overall.get(policy, {})
         if metrics:
             cells = "".join(f"<td>{metrics.get(c, float('nan')):.4g}</td>" for c in METRIC_COLUMNS)
             rows.append(f"<tr class='overall'><td>all</td><td>{policy}</td>{cells}</tr>")
-    return f"<table><tr>{header}</tr>{''.join(rows)}</table>"
+    return f"<table class='{window}'><tr>{header}</tr>{''.join(rows)}</table>"
+
+
+def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list[str]:
+    """The heading, table and per-fold equity plots of one window."""
+    _, heading, plot_title = WINDOW_SECTIONS[window]
+    parts = [f"<h2 id='{window}'>{html.escape(heading)}</h2>", _summary_table(summary, window)]
+    for fold in summary.get("folds", []):
+        path = run_dir / "equity" / equity_file_name(int(fold["fold"]), window)
+        if path.exists():
+            parts.append(_equity_plot(int(fold["fold"]), read_equity(path), plot_title, window))
+    return parts
 
 
 def build_report(run_dir: Path) -> Path:
@@ -143,11 +168,13 @@ def build_report(run_dir: Path) -> Path:
     if not summary_path.exists():
         raise FoxhuntError(f"{run_dir}: no summary.json — is this a finished foxhunt run directory?")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    if "validation_overall" not in summary:
+        raise FoxhuntError(
+            f"{summary_path} was written before folds had a test window: its figures are the best epoch on the "
+            "window they are reported on, not out of sample. Train the run again to get a report"
+        )
     metrics = read_metrics(run_dir)
-    sections = [f"<h2>Out-of-sample results</h2>{_summary_table(summary)}"]
-    for path in sorted((run_dir / "equity").glob("fold_*.csv")):
-        curves = read_equity(path)
-        sections.append(_equity_plot(path.stem.removeprefix("fold_"), curves))
+    sections = [*_window_section(run_dir, summary, "test"), *_window_section(run_dir, summary, "validation")]
     budgets = (metrics[-1].get("budgets") if metrics else None) or {}
     if budgets:
         cells = "".join(f"<tr><td>{html.escape(name)}</td><td>{share:.3f}</td></tr>" for name, share in sorted(budgets.items()))
@@ -179,7 +206,8 @@ tr.overall {{ font-weight: bold; }}
 img {{ display: block; margin: 1em 0; max-width: 100%; }}
 </style></head>
 <body><h1>{title}</h1>
-<p>Dataset: {html.escape(str(summary.get('data', '')))} &middot; seed {html.escape(str(summary.get('seed', '')))}</p>
+<p>Dataset: {html.escape(str(summary.get('data', '')))} &middot; seed {html.escape(str(summary.get('seed', '')))}
+&middot; best epoch per fold chosen by validation {html.escape(str(summary.get('validation_metric', '')))}</p>
 {''.join(sections)}
 </body></html>
 """

@@ -1,7 +1,10 @@
 """Checkpoints of a run: the best policy of each fold, and the full state for ``--resume``.
 
 A *policy* checkpoint (``checkpoints/fold_K``) holds what a backtest needs: the
-network, PopArt statistics, the ISV and the fold's feature normaliser. A
+network, PopArt statistics, the ISV and the fold's feature normaliser, with the
+fold's train, validation and test windows. When the fold's epochs are done, the
+trainer acts with it once on the test window (:func:`acting_with_saved_policy`),
+so the reported test figure is a backtest of exactly that file. A
 *resume* checkpoint (``checkpoints/resume``, written on a graceful stop) holds
 every piece of training state — learner (with replay and optimiser), ISV,
 environments, exploration counters — plus the run's position, so a resumed run
@@ -10,6 +13,8 @@ ends with the same results as one that was never interrupted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
     from foxhunt.folds import Fold
     from foxhunt.trainer.trainer import Trainer
 
-__all__ = ["Position", "save", "restore", "save_policy", "RESUME_NAME", "fold_checkpoint_name"]
+__all__ = ["Position", "save", "restore", "save_policy", "acting_with_saved_policy", "RESUME_NAME", "fold_checkpoint_name"]
 
 log = structlog.get_logger(__name__)
 
@@ -78,10 +83,36 @@ def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, 
         "epoch": epoch,
         "train_window": [fold.train.start, fold.train.stop],
         "validation_window": [fold.validation.start, fold.validation.stop],
+        "test_window": [fold.test.start, fold.test.stop],
         "validation": validation,
         "normalizer_clip": trainer.normalizer.clip,
     }
     return save_checkpoint(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), tensors, metadata, trainer.layout)
+
+
+@contextmanager
+def acting_with_saved_policy(trainer: Trainer, fold: Fold) -> Iterator[dict[str, Any]]:
+    """Inside the block the trainer's learner acts with ``fold``'s saved policy checkpoint; yields its metadata.
+
+    The checkpoint's policy tensors and ISV (the atom support is read from it) are
+    copied into the live learner, and the live values are copied back on exit, so
+    training continues exactly as if the block had not run (the resume tests
+    compare bytes).
+    """
+    tensors, metadata = load_checkpoint(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout)
+    live_policy = trainer.learner.policy_state_dict()  # copies
+    live_isv = trainer.isv.tensor.clone()
+    try:
+        trainer.learner.load_policy_state_dict(
+            {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
+        )
+        with torch.no_grad():
+            trainer.isv.tensor.copy_(tensors["isv"].to(trainer.isv.tensor.device))
+        yield metadata
+    finally:
+        trainer.learner.load_policy_state_dict(live_policy)
+        with torch.no_grad():
+            trainer.isv.tensor.copy_(live_isv)
 
 
 def _runtime_tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
@@ -140,6 +171,11 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
         if saved:
             monitor.observations, monitor.fires = saved["observations"], saved["fires"]
     raw = metadata["position"]
+    if any("test" not in result for result in raw["results"]):
+        raise CheckpointError(
+            f"{directory}: this run was stopped by a foxhunt that reported folds without a test window; "
+            "its finished folds cannot be summarised with the new walk-forward layout. Start a new run"
+        )
     position = Position(raw["fold"], raw["epoch"], raw["best"], list(raw["results"]))
     trainer.run_dir.truncate_metrics(int(metadata["metric_lines"]))
     if position.epoch > 0:

@@ -5,9 +5,10 @@ RUN_DIR/
   config.toml          the fully resolved config
   plugins.json         the plugin set with distributions and versions
   metrics.jsonl        one line per epoch and fold
-  checkpoints/         fold_K/ (best epoch of fold K), resume/ (written on a graceful stop)
-  equity/fold_K.csv    validation equity curves of fold K's best epoch (agent and baselines)
-  summary.json         per fold and overall metrics, against buy-and-hold and flat
+  checkpoints/         fold_K/ (best epoch of fold K, chosen on validation), resume/ (written on a graceful stop)
+  equity/fold_K.csv    test equity curves of fold K's chosen policy (agent and baselines): out of sample
+  equity/fold_K_validation.csv   validation equity curves of the same epoch (the window it was chosen on)
+  summary.json         per fold and overall metrics, test and validation apart, against buy-and-hold and flat
   report.html          plots (rebuild with `foxhunt report RUN_DIR`)
 ```
 """
@@ -23,7 +24,16 @@ from typing import Any
 
 from foxhunt.errors import FoxhuntError
 
-__all__ = ["RunDirectory", "fresh_run_path"]
+__all__ = ["RunDirectory", "fresh_run_path", "equity_file_name"]
+
+
+def equity_file_name(fold: int, window: str = "test") -> str:
+    """``fold_K.csv`` for the test window (what is reported), ``fold_K_validation.csv`` for the selection window."""
+    if window == "test":
+        return f"fold_{fold}.csv"
+    if window == "validation":
+        return f"fold_{fold}_validation.csv"
+    raise ValueError(f"window must be 'test' or 'validation', got {window!r}")
 
 
 def fresh_run_path(base: Path) -> Path:
@@ -89,9 +99,9 @@ class RunDirectory:
             return 0
         return sum(1 for line in self.metrics_path.read_text(encoding="utf-8").splitlines() if line.strip())
 
-    def write_equity(self, fold: int, timestamps: list[str], curves: dict[str, list[float]]) -> Path:
-        """Validation equity of fold ``fold``: one row per validation bar (plus the starting row)."""
-        target = self.path / "equity" / f"fold_{fold}.csv"
+    def write_equity(self, fold: int, timestamps: list[str], curves: dict[str, list[float]], window: str = "test") -> Path:
+        """Equity of fold ``fold`` on its ``window``: one row per bar of the window (the first row: the initial cash)."""
+        target = self.path / "equity" / equity_file_name(fold, window)
         names = list(curves)
         with open(target, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)

@@ -238,7 +238,7 @@ class Trainer:
         self.run_dir.write_json("plugins.json", self.host.versions())
 
     def enter_fold(self, fold: Fold) -> None:
-        """Point the run at ``fold``'s data: per-fold normalised features, training window, baselines."""
+        """Point the run at ``fold``'s data: per-fold normalised features, training window, validation baselines."""
         structlog.contextvars.bind_contextvars(fold=fold.index)
         features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
         self.features = features
@@ -246,7 +246,7 @@ class Trainer:
         self.env.set_window(fold.train.start, fold.train.stop)
         window = (fold.validation.start, fold.validation.stop)
         market = self.data.market
-        self.baselines = baselines(market.ohlcv, features, market.instrument, self.config.env, window=window)
+        self.validation_baselines = baselines(market.ohlcv, features, market.instrument, self.config.env, window=window)
 
     def _start_fold(self, fold: Fold) -> None:
         """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
@@ -287,6 +287,7 @@ class Trainer:
                 resume.save(self, position)
                 return False
         position.results.append(self._fold_result(fold, position.best))
+        progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
         position.fold, position.epoch = fold.index + 1, 0
         if self.stop is not None and self.stop.requested and position.fold < len(self.data.folds):
             resume.save(self, position)
@@ -429,33 +430,41 @@ class Trainer:
         resume.save_policy(self, fold, epoch, validation)
 
     def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
-        baseline_metrics = {name: evaluation.metrics_of(result) for name, result in self.baselines.items()}
-        # equity[i] is the portfolio after bar validation.start + i (equity[0]: the initial cash at the first bar)
-        timestamps = self.data.market.timestamps[fold.validation.start : fold.validation.stop].astype(str).tolist()
+        """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
+        validation figures it was selected by. Baselines are backtested on both windows."""
+        market = self.data.market
+        test_window = (fold.test.start, fold.test.stop)
+        with resume.acting_with_saved_policy(self, fold):
+            test_agent = backtest(
+                evaluation.greedy_policy(self.learner.act_values, self.device), market.ohlcv, self.features,
+                market.instrument, self.config.env, window=test_window,
+            )
+        test_baselines = baselines(market.ohlcv, self.features, market.instrument, self.config.env, window=test_window)
+        test = {"agent": test_agent, **test_baselines}
         curves = {
-            "agent": best["equity"],
-            "buy_and_hold": self.baselines["buy_and_hold"].equity.tolist(),
-            "flat": self.baselines["flat"].equity.tolist(),
+            "validation": {"agent": best["equity"], **{name: r.equity.tolist() for name, r in self.validation_baselines.items()}},
+            "test": {name: result.equity.tolist() for name, result in test.items()},
         }
-        self.run_dir.write_equity(fold.index, timestamps[: len(curves["agent"])], curves)
+        # equity[i] is the portfolio after bar window.start + i (equity[0]: the initial cash at the first bar)
+        for window, bars in (("test", fold.test), ("validation", fold.validation)):
+            timestamps = market.timestamps[bars.start : bars.stop].astype(str).tolist()
+            self.run_dir.write_equity(fold.index, timestamps[: len(curves[window]["agent"])], curves[window], window)
+        log.info("fold tested", best_epoch=best["epoch"], validation_sharpe=best["agent"]["sharpe"],
+                 test_sharpe=test["agent"].sharpe)
         return {
             "fold": fold.index,
             "best_epoch": best["epoch"],
-            "train": [fold.train.start, fold.train.stop],
-            "validation": [fold.validation.start, fold.validation.stop],
-            "agent": best["agent"],
-            **baseline_metrics,
+            "train_window": [fold.train.start, fold.train.stop],
+            "validation_window": [fold.validation.start, fold.validation.stop],
+            "test_window": [fold.test.start, fold.test.stop],
+            "validation": {"agent": best["agent"], **{n: evaluation.metrics_of(r) for n, r in self.validation_baselines.items()}},
+            "test": {name: evaluation.metrics_of(result) for name, result in test.items()},
             "curves": curves,
         }
 
     def _summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Test figures are the run's result (``overall``); validation figures are kept apart, labelled as such."""
         bars_per_year = self.data.market.instrument.bars_per_year
-        overall = {}
-        for policy in evaluation.POLICIES:
-            curves = [np.asarray(r["curves"][policy], dtype=np.float64) for r in results]
-            overall[policy] = evaluation.combine(
-                curves, [r[policy]["trades"] for r in results], [r[policy]["turnover"] for r in results], bars_per_year
-            )
         folds = [{k: v for k, v in r.items() if k != "curves"} for r in results]
         return {
             "data": self.config.data.source,
@@ -463,7 +472,8 @@ class Trainer:
             "seed": self.config.run.seed,
             "validation_metric": self.config.train.validation_metric,
             "folds": folds,
-            "overall": overall,
+            "overall": evaluation.overall(results, "test", bars_per_year),
+            "validation_overall": evaluation.overall(results, "validation", bars_per_year),
         }
 
 

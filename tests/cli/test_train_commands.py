@@ -81,6 +81,8 @@ def expected_config():
 def test_train_prints_the_summary_table_and_the_run_directory(trained: tuple[Path, Any]) -> None:
     run_dir, result = trained
     assert "buy and hold" in result.stdout
+    test_title, validation_title = result.stdout.index("TEST (out of sample"), result.stdout.index("validation (the window")
+    assert test_title < validation_title  # the reported figure first, the selection window apart and labelled
     assert str(run_dir) in result.stdout.replace("\n", "")
     assert "Traceback" not in result.output
 
@@ -122,7 +124,9 @@ def test_fold_checkpoints_load_against_the_current_layout(run_dir: Path, summary
         assert metadata["kind"] == "policy"
         assert metadata["fold"] == fold
         assert metadata["epoch"] == summary["folds"][fold]["best_epoch"]
-        assert metadata["validation"] == summary["folds"][fold]["agent"]
+        assert metadata["validation"] == summary["folds"][fold]["validation"]["agent"]
+        for window in ("train", "validation", "test"):
+            assert metadata[f"{window}_window"] == summary["folds"][fold][f"{window}_window"]
         assert metadata["isv"]["fingerprint"] == registries.layout.fingerprint_hex
         assert metadata["seed"] == 0 and metadata["data_hash"] == summary["data_hash"]
         assert tensors["isv"].shape == (registries.layout.size,)
@@ -130,31 +134,40 @@ def test_fold_checkpoints_load_against_the_current_layout(run_dir: Path, summary
     assert not (run_dir / "checkpoints" / "resume").exists()  # only a stopped run leaves one
 
 
-def test_equity_csv_has_every_validation_bar_of_each_policy(run_dir: Path, summary: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("window", "name"), [("test", "fold_{}.csv"), ("validation", "fold_{}_validation.csv")])
+def test_equity_csv_has_every_bar_of_each_window_and_policy(run_dir: Path, summary: dict[str, Any], window: str,
+                                                            name: str) -> None:
     stamps = load(kit.TINY_DATA).timestamps.astype(str)
     for fold in summary["folds"]:
-        with open(run_dir / "equity" / f"fold_{fold['fold']}.csv", newline="", encoding="utf-8") as handle:
+        with open(run_dir / "equity" / name.format(fold["fold"]), newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
-        start, stop = fold["validation"]
-        # Row i is the equity after validation bar start + i (row 0: the initial cash, at the first bar).
+        start, stop = fold[f"{window}_window"]
+        # Row i is the equity after bar start + i of the window (row 0: the initial cash, at the first bar).
         assert [row["timestamp"] for row in rows] == list(stamps[start:stop])
         assert list(rows[0]) == ["timestamp", "agent", "buy_and_hold", "flat"]
         for policy in POLICIES:
             curve = [float(row[policy]) for row in rows]
-            assert curve[-1] - curve[0] == pytest.approx(fold[policy]["net_pnl"], rel=1e-9, abs=1e-6)
+            assert curve[-1] - curve[0] == pytest.approx(fold[window][policy]["net_pnl"], rel=1e-9, abs=1e-6)
         assert {float(row["flat"]) for row in rows} == {float(rows[0]["flat"])}
 
 
 def test_summary_has_every_metric_per_fold_and_overall(summary: dict[str, Any]) -> None:
     assert len(summary["folds"]) == 2
-    for section in (*summary["folds"], summary["overall"]):
+    sections = [*(f[window] for f in summary["folds"] for window in ("validation", "test")),
+                summary["overall"], summary["validation_overall"]]
+    for section in sections:
         for policy in POLICIES:
             assert set(section[policy]) >= set(SUMMARY_KEYS)
             assert all(math.isfinite(section[policy][key]) for key in SUMMARY_KEYS)
-    assert summary["overall"]["flat"]["net_pnl"] == 0.0
-    assert summary["overall"]["agent"]["net_pnl"] == pytest.approx(sum(f["agent"]["net_pnl"] for f in summary["folds"]))
+    for overall, window in ((summary["overall"], "test"), (summary["validation_overall"], "validation")):
+        assert overall["flat"]["net_pnl"] == 0.0
+        assert overall["agent"]["net_pnl"] == pytest.approx(sum(f[window]["agent"]["net_pnl"] for f in summary["folds"]))
     first, second = summary["folds"]
-    assert first["train"][1] <= first["validation"][0] and first["validation"][1] == second["validation"][0]
+    for fold in (first, second):
+        assert fold["train_window"][1] <= fold["validation_window"][0]
+        assert fold["validation_window"][1] <= fold["test_window"][0]
+    assert first["test_window"][1] == second["test_window"][0]
+    assert second["test_window"][1] == len(load(kit.TINY_DATA))  # the last test window ends at the last bar
 
 
 class _Document(HTMLParser):
@@ -189,7 +202,7 @@ def check_report(path: Path) -> list[bytes]:
 
 def test_report_is_self_contained_html_with_png_plots(run_dir: Path) -> None:
     images = check_report(run_dir / "report.html")
-    assert len(images) >= 2 + 3  # equity per fold, gradient norms, adaptive values, losses, actions
+    assert len(images) >= 2 * 2 + 3  # test and validation equity per fold, gradient norms, adaptive values, losses, actions
     assert all(image.startswith(b"\x89PNG\r\n\x1a\n") for image in images)
 
 
@@ -203,6 +216,17 @@ def test_report_command_rebuilds_the_report(run_dir: Path, tmp_path: Path) -> No
     assert len(check_report(copy / "report.html")) == len(check_report(run_dir / "report.html"))
 
 
+def test_report_of_a_summary_without_test_figures_is_a_clear_error(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    summary = kit.read_summary(copy)
+    del summary["validation_overall"]  # the shape written before folds had test windows
+    (copy / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    result = kit.invoke("report", str(copy))
+    assert result.exit_code == 2
+    assert "before folds had a test window" in result.stderr and "Traceback" not in result.output
+
+
 def test_report_of_a_directory_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
     result = kit.invoke("report", str(tmp_path))
     assert result.exit_code == 2
@@ -212,19 +236,33 @@ def test_report_of_a_directory_without_a_run_is_a_clear_error(tmp_path: Path) ->
 # -- foxhunt backtest ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fold", [0, 1])
-def test_backtest_reproduces_the_validation_metrics_of_the_fold(
-    run_dir: Path, summary: dict[str, Any], tmp_path: Path, fold: int
+@pytest.mark.parametrize(("fold", "window"), [(0, None), (1, None), (1, "validation"), (0, "test")])
+def test_backtest_reproduces_the_fold_figures_of_its_window(
+    run_dir: Path, summary: dict[str, Any], tmp_path: Path, fold: int, window: str | None
 ) -> None:
     out = tmp_path / "backtest"
-    result = kit.invoke("backtest", str(run_dir / "checkpoints" / f"fold_{fold}"), "--out", str(out))
+    choice = [] if window is None else ["--window", window]
+    result = kit.invoke("backtest", str(run_dir / "checkpoints" / f"fold_{fold}"), *choice, "--out", str(out))
     assert result.exit_code == 0, result.output
     report = json.loads((out / "backtest.json").read_text(encoding="utf-8"))
     expected = summary["folds"][fold]
-    assert report["window"] == expected["validation"]
+    window = window or "test"  # the default: the window summary.json reports
+    assert report["window"] == expected[f"{window}_window"] and report["window_name"] == window
     for policy in POLICIES:
         for key in SUMMARY_KEYS:
-            assert report["metrics"][policy][key] == pytest.approx(expected[policy][key], rel=1e-9, abs=1e-9), (policy, key)
+            assert report["metrics"][policy][key] == pytest.approx(expected[window][policy][key], rel=1e-9, abs=1e-9), (
+                policy, key)
+
+
+def test_backtest_of_a_checkpoint_without_a_test_window_says_what_to_do(run_dir: Path, tmp_path: Path) -> None:
+    old = tampered_checkpoint(run_dir, tmp_path, lambda metadata: metadata.pop("test_window"))
+    result = kit.invoke("backtest", str(old))
+    assert result.exit_code == 2
+    assert "no test window" in result.stderr and "--window validation" in result.stderr
+    assert "Traceback" not in result.output
+    result = kit.invoke("backtest", str(old), "--window", "validation")
+    assert result.exit_code == 0, result.output
+    assert "validation bars" in result.stdout
 
 
 def tampered_checkpoint(run_dir: Path, tmp_path: Path, edit) -> Path:

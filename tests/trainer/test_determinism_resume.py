@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trainer_testkit import TINY, TINY_DATA, invoke, read_summary, train_args
+from trainer_testkit import TINY, TINY_DATA, StopAfter, invoke, read_summary, train_args
 
 from foxhunt.config import load_config
 from foxhunt.trainer.resume import RESUME_NAME
@@ -41,20 +41,6 @@ def test_another_seed_gives_another_run(reference_run: Path, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert read_summary(other)["seed"] == 1
     assert validation_metrics(other) != validation_metrics(reference_run)
-
-
-class StopAfter:
-    """A stop request that turns on once ``lines`` epochs have written their metrics line."""
-
-    def __init__(self, run_dir: Path, lines: int) -> None:
-        self.metrics = run_dir / "metrics.jsonl"
-        self.lines = lines
-
-    @property
-    def requested(self) -> bool:
-        if not self.metrics.exists():
-            return False
-        return len(self.metrics.read_text(encoding="utf-8").splitlines()) >= self.lines
 
 
 def tiny_config():

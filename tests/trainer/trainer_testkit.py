@@ -18,16 +18,31 @@ from click.testing import CliRunner, Result
 
 from foxhunt.cli.main import cli
 
-# A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 2 x 80 validation < 800.
+# A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 80 validation + 5 embargo
+# + 2 x 80 test < 800.
 TINY_DATA = "synthetic:planted?bars=800&seed=3"
 TINY = (
     "train.epochs=2", "train.env_steps_per_epoch=96", "train.updates_per_epoch=12", "train.warmup_env_steps=32",
-    "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.embargo_bars=5",
+    "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80", "folds.embargo_bars=5",
     "env.n_envs=8", "learner.hidden=[32,32]", "learner.head_hidden=16", "learner.batch_size=32",
     "learner.n_atoms=11", "learner.replay.capacity=2048",
 )
 # The same run, long enough (2 folds x 12 epochs) that a live process can be scraped and interrupted mid-run.
 LIVE = (*TINY, "train.epochs=12")
+
+
+class StopAfter:
+    """A stop request that turns on once ``lines`` epochs have written their metrics line."""
+
+    def __init__(self, run_dir: Path, lines: int) -> None:
+        self.metrics = run_dir / "metrics.jsonl"
+        self.lines = lines
+
+    @property
+    def requested(self) -> bool:
+        if not self.metrics.exists():
+            return False
+        return len(self.metrics.read_text(encoding="utf-8").splitlines()) >= self.lines
 
 
 def set_args(overrides: Sequence[str]) -> list[str]:
