@@ -67,7 +67,8 @@ def _trial_line(study, trial) -> None:
         last = max(trial.intermediate_values) if trial.intermediate_values else "-"
         console.print(f"trial {trial.number} pruned at step {last}  {where}")
     else:
-        console.print(f"trial {trial.number} {trial.state.name.lower()}: {trial.user_attrs.get('error', '')}  {where}")
+        state = "failed" if trial.state.name == "FAIL" else trial.state.name.lower()
+        console.print(f"trial {trial.number} {state}: {trial.user_attrs.get('error', '')}  {where}")
 
 
 @click.command("tune")
