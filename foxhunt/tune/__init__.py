@@ -5,3 +5,25 @@ turns a run's per-epoch validation into Optuna reports and prunes; :mod:`foxhunt
 opens (or resumes) a study in its storage and runs trials, each an ordinary run directory.
 Optuna itself is imported only when a study is opened, so it stays an optional extra.
 """
+
+from foxhunt.tune.objective import EpochReporter, TrialStop, direction_of
+from foxhunt.tune.space import ParameterSpec, PrunerSettings, SamplerSettings, SearchSpace, check_space, load_space
+from foxhunt.tune.study import StudySpec, load_study, prepare_study, run_study, trial_record, trial_rows
+
+__all__ = [
+    "EpochReporter",
+    "TrialStop",
+    "direction_of",
+    "ParameterSpec",
+    "PrunerSettings",
+    "SamplerSettings",
+    "SearchSpace",
+    "check_space",
+    "load_space",
+    "StudySpec",
+    "load_study",
+    "prepare_study",
+    "run_study",
+    "trial_record",
+    "trial_rows",
+]

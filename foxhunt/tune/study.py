@@ -114,9 +114,12 @@ def _storage(url: str, *, create: bool):
         raise FoxhuntError(f"cannot open the study storage {url}: {error}; give a reachable RDB URL with --storage") from None
 
 
-def _stored(storage: Any, name: str) -> tuple[str, str] | None:
+def _stored(url: str, name: str) -> tuple[str, str] | None:
     """The base config and space a stored study was started with, or None if there is no such study."""
     optuna = import_optuna()
+    if url.startswith(SQLITE_PREFIX) and not Path(url.removeprefix(SQLITE_PREFIX)).exists():
+        return None  # a new study: its database is created when its first trial starts, not before
+    storage = _storage(url, create=False)
     if name not in optuna.study.get_all_study_names(storage):
         return None
     attrs_ = optuna.load_study(study_name=name, storage=storage).user_attrs
@@ -156,7 +159,7 @@ def prepare_study(
     is allowed when they resolve to the same base config and space (re-running the same command),
     and refused with the differences otherwise, since trials of different setups are not comparable.
     """
-    stored = _stored(_storage(storage, create=True), name)
+    stored = _stored(storage, name)
     given_base = None
     if config_path is not None or overrides or stored is None:
         given_base = dump_config(load_config(config_path, overrides))

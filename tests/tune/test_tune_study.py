@@ -188,6 +188,7 @@ def test_a_new_study_needs_a_space_and_an_empty_directory(tmp_path: Path, testki
     directory = tmp_path / "study"
     with pytest.raises(ConfigError, match="does not exist yet.*--space"):
         prepare_study("fresh", directory, default_storage(directory))
+    assert not directory.exists()  # a refused start leaves nothing behind
     (directory / "trial_0000").mkdir(parents=True)
     space = tmp_path / "space.toml"
     space.write_text(SPACE, encoding="utf-8")
