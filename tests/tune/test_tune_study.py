@@ -113,6 +113,7 @@ def test_a_pruned_trial_closes_its_run_cleanly(tmp_path: Path, testkit: ModuleTy
 def lifted_study(spec: StudySpec) -> None:
     """The study's storage with one finished trial that reported 1e9 at every step: a median that no real
     trial of the tiny config reaches at step 0."""
+    spec.directory.mkdir(parents=True)
     study = optuna.create_study(study_name=spec.name, storage=spec.storage, direction="maximize")
     distributions = {
         "learner.lr": optuna.distributions.FloatDistribution(1e-4, 3e-3, log=True),
