@@ -8,7 +8,7 @@ Optuna itself is imported only when a study is opened, so it stays an optional e
 
 from foxhunt.tune.objective import EpochReporter, TrialStop, direction_of
 from foxhunt.tune.space import ParameterSpec, PrunerSettings, SamplerSettings, SearchSpace, check_space, load_space
-from foxhunt.tune.study import StudySpec, load_study, prepare_study, run_study, trial_record, trial_rows
+from foxhunt.tune.study import StudySpec, load_study, prepare_study, run_study, run_trial, trial_record, trial_rows
 
 __all__ = [
     "EpochReporter",
@@ -24,6 +24,7 @@ __all__ = [
     "load_study",
     "prepare_study",
     "run_study",
+    "run_trial",
     "trial_record",
     "trial_rows",
 ]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = ["StudySpec", "import_optuna", "default_directory", "default_storage", "prepare_study", "load_study",
-           "run_study", "TrialRow", "trial_rows", "trial_record"]
+           "run_trial", "run_study", "TrialRow", "trial_rows", "trial_record"]
 
 log = structlog.get_logger(__name__)
 
@@ -222,6 +222,56 @@ def _write_trial(run_dir: RunDirectory, record: dict[str, Any]) -> None:
     run_dir.write_json("trial.json", record)
 
 
+def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None, user_stop: Any = None) -> float:
+    """Train one trial of ``spec`` as a run in ``STUDY_DIR/trial_NNNN``; returns its objective.
+
+    This is the objective :func:`run_study` gives ``study.optimize``; anything that asks a study for
+    trials (``study.ask()``, in any process that reaches the storage) can run them with it and
+    ``study.tell`` the result. Raises ``optuna.TrialPruned`` when the pruner stopped the run, and a
+    :class:`FoxhuntError` when the run failed or ``user_stop`` ended it early (the message says which,
+    and is kept on the trial as its ``error`` attribute).
+    """
+    optuna = import_optuna()
+    params = spec.space.suggest(trial)
+    overrides = spec.space.overrides(params)
+    path = spec.directory / f"trial_{trial.number:04d}"
+    trial.set_user_attr("run_dir", str(path))
+    trial.set_user_attr("overrides", overrides)
+    record = {"study": spec.name, "trial": trial.number, "params": params, "overrides": overrides,
+              "metric": spec.metric, "direction": spec.direction}
+    stop = TrialStop(user_stop)
+    run_dir = None
+    structlog.contextvars.bind_contextvars(trial=trial.number)
+    try:
+        config = spec.trial_config(overrides)
+        if device is not None:
+            config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+        run_dir = RunDirectory(path)
+        _write_trial(run_dir, record | {"state": "running"})
+        reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop)
+        summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
+    except FoxhuntError as error:
+        trial.set_user_attr("error", str(error))
+        if run_dir is not None:
+            _write_trial(run_dir, record | {"state": "failed", "error": str(error)})
+        raise
+    finally:
+        structlog.contextvars.unbind_contextvars("trial")
+    step = reporter.last_step
+    if stop.pruned:
+        _write_trial(run_dir, record | {"state": "pruned", "step": step})
+        epochs = config.train.epochs
+        raise optuna.TrialPruned(f"pruned at step {step} (fold {step // epochs}, epoch {step % epochs})")
+    if summary is None:
+        message = f"interrupted at step {step}; `foxhunt tune --study {spec.name}` continues the study"
+        trial.set_user_attr("error", message)
+        _write_trial(run_dir, record | {"state": "interrupted", "step": step})
+        raise FoxhuntError(message)
+    value = reporter.objective()
+    _write_trial(run_dir, record | {"state": "complete", "objective": value, "step": step})
+    return value
+
+
 def run_study(
     spec: StudySpec,
     *,
@@ -240,52 +290,17 @@ def run_study(
     Ctrl-C (``user_stop`` requested) ends the running trial at its next epoch boundary, records it
     failed as interrupted, and ends the study.
     """
-    optuna = import_optuna()
     spec.directory.mkdir(parents=True, exist_ok=True)
     (spec.directory / "base.toml").write_text(spec.base_config, encoding="utf-8")
     (spec.directory / "space.toml").write_text(spec.space.to_toml(), encoding="utf-8")
     study = _open(spec, seed, pruner)
 
     def objective(trial: optuna.Trial) -> float:
-        params = spec.space.suggest(trial)
-        overrides = spec.space.overrides(params)
-        path = spec.directory / f"trial_{trial.number:04d}"
-        trial.set_user_attr("run_dir", str(path))
-        trial.set_user_attr("overrides", overrides)
-        record = {"study": spec.name, "trial": trial.number, "params": params, "overrides": overrides,
-                  "metric": spec.metric, "direction": spec.direction}
-        stop = TrialStop(user_stop)
-        run_dir = None
-        structlog.contextvars.bind_contextvars(trial=trial.number)
         try:
-            config = spec.trial_config(overrides)
-            if device is not None:
-                config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
-            run_dir = RunDirectory(path)
-            _write_trial(run_dir, record | {"state": "running"})
-            reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop)
-            summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
-        except FoxhuntError as error:
-            trial.set_user_attr("error", str(error))
-            if run_dir is not None:
-                _write_trial(run_dir, record | {"state": "failed", "error": str(error)})
-            raise
+            return run_trial(spec, trial, device=device, user_stop=user_stop)
         finally:
-            structlog.contextvars.unbind_contextvars("trial")
-        step = reporter.last_step
-        if stop.pruned:
-            _write_trial(run_dir, record | {"state": "pruned", "step": step})
-            raise optuna.TrialPruned(f"pruned at step {step} (fold {step // config.train.epochs}, "
-                                     f"epoch {step % config.train.epochs})")
-        if summary is None:
-            study.stop()
-            message = f"interrupted at step {step}; `foxhunt tune --study {spec.name}` continues the study"
-            trial.set_user_attr("error", message)
-            _write_trial(run_dir, record | {"state": "interrupted", "step": step})
-            raise FoxhuntError(message)
-        value = reporter.objective()
-        _write_trial(run_dir, record | {"state": "complete", "objective": value, "step": step})
-        return value
+            if user_stop is not None and user_stop.requested:
+                study.stop()  # Ctrl-C ends the session once this trial is recorded
 
     callbacks = [on_trial] if on_trial is not None else None
     study.optimize(objective, n_trials=trials, timeout=timeout, catch=(FoxhuntError,), callbacks=callbacks)

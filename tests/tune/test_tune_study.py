@@ -15,7 +15,9 @@ import optuna
 import pytest
 
 from foxhunt.errors import ConfigError
-from foxhunt.tune.study import StudySpec, default_storage, load_study, prepare_study, run_study, trial_record
+from foxhunt.tune.study import (
+    StudySpec, default_storage, load_study, prepare_study, run_study, run_trial, trial_record,
+)
 from foxhunt.tune.space import PrunerSettings, load_space
 
 SPACE = """
@@ -142,6 +144,20 @@ def test_the_space_files_median_pruner_prunes_a_trial_below_the_median(
     else:
         assert sorted(trial.intermediate_values) == [0, 1, 2, 3]
         assert record["state"] == "complete"
+
+
+def test_a_trial_runs_outside_optimize_through_ask_and_tell(tmp_path: Path, testkit: ModuleType) -> None:
+    """What an executor (another process reaching the same storage) does with one trial."""
+    spec = new_spec(tmp_path, testkit)
+    spec.directory.mkdir(parents=True)
+    study = optuna.create_study(study_name=spec.name, storage=spec.storage, direction=spec.direction)
+    trial = study.ask()
+    value = run_trial(spec, trial)
+    study.tell(trial, value)
+    frozen = load_study(spec.name, spec.storage).trials[0]
+    assert frozen.state is TrialState.COMPLETE and frozen.value == value
+    bests = fold_bests(spec.directory / "trial_0000")
+    assert value == pytest.approx(sum(bests.values()) / len(bests))
 
 
 class RequestedStop:
