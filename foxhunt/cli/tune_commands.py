@@ -86,7 +86,8 @@ def _trial_line(study, trial) -> None:
 @click.option("--storage", metavar="URL", help="Optuna RDB URL (default: sqlite:///DIR/study.db), e.g. postgresql://host/db.")
 @click.option("--dir", "study_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Study directory holding the trial runs (default: runs/tune/NAME).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="Where trials train (default: the config's).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where trials train (default: the config's). A new study's device also picks its run-size profile.")
 @click.option("--show", is_flag=True, help="Print the study's trials and best parameters, and run nothing.")
 def tune_command(config_path, overrides, space_path, study_name, trials, timeout, seed, data_source, storage, study_dir,
                  device, show) -> None:
@@ -139,7 +140,8 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     extra = list(overrides)
     if data_source is not None:
         extra.append(f"data.source={_toml_string(data_source)}")
-    spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path, overrides=extra)
+    spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path, overrides=extra,
+                         device=device)
     if spec.base.run.threads:
         torch.set_num_threads(spec.base.run.threads)  # the program, not the library, sizes the thread pool
     optuna = import_optuna()

@@ -60,8 +60,7 @@ UNTUNABLE = {
     "folds": "the validation windows every trial is measured on",
     "train.validation_metric": "the metric the study optimises",
     "train.out_dir": "where runs are written",
-    "run.device": "where a trial runs, not what it learns",
-    "run.threads": "where a trial runs, not what it learns",
+    "run": "how and where a trial runs (seed, device, size profile, threads); a tuned seed selects noise",
 }
 
 

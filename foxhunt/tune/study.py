@@ -152,17 +152,22 @@ def prepare_study(
     space_path: Path | None = None,
     config_path: Path | None = None,
     overrides: tuple[str, ...] | list[str] = (),
+    device: str | None = None,
 ) -> StudySpec:
     """The spec of study ``name``: a new one from the space file and base config, or the stored one.
 
     Resuming with no space or config arguments continues exactly what was started; giving them again
     is allowed when they resolve to the same base config and space (re-running the same command),
     and refused with the differences otherwise, since trials of different setups are not comparable.
+    ``device`` is part of a new study's base config (it picks the run-size profile); a resumed study
+    keeps its sizes, and :func:`run_study` may still move its trials to another device.
     """
     stored = _stored(storage, name)
     given_base = None
     if config_path is not None or overrides or stored is None:
-        given_base = dump_config(load_config(config_path, overrides))
+        # the device goes in before the run-size profile is resolved, as for `foxhunt train --device`
+        device_override = [f'run.device="{device}"'] if device is not None else []
+        given_base = dump_config(load_config(config_path, [*overrides, *device_override]))
     given_space = None
     if space_path is not None:
         given_space = load_space(space_path)

@@ -124,6 +124,7 @@ def space_of(entries: dict) -> SearchSpace:
         ("folds.n_folds", {"type": "int", "low": 1, "high": 3}, "not tunable: it sets the validation windows"),
         ("data.source", {"type": "categorical", "choices": ["a", "b"]}, "not tunable: it sets the data"),
         ("train.validation_metric", {"type": "categorical", "choices": ["sharpe"]}, "not tunable"),
+        ("run.seed", {"type": "int", "low": 0, "high": 9}, "not tunable: it sets how and where a trial runs"),
         ("learner.lr", {"type": "float", "low": -1.0, "high": 1e-3}, "the value -1.0 is refused by the run config"),
         ("learner.n_step", {"type": "categorical", "choices": [1, "two"]}, "the value 'two' is refused"),
     ],
