@@ -124,6 +124,7 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     runs/tune/NAME/trial_NNNN. See docs/tune.md.
     """
     from foxhunt.trainer.interrupt import StopFlag
+    from foxhunt.tune.space import override_text
     from foxhunt.tune.study import (
         default_directory, default_storage, import_optuna, load_study, prepare_study, run_study,
     )
@@ -139,7 +140,7 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
         return
     extra = list(overrides)
     if data_source is not None:
-        extra.append(f"data.source={_toml_string(data_source)}")
+        extra.append(f"data.source={override_text(data_source)}")
     spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path, overrides=extra,
                          device=device)
     if spec.base.run.threads:
@@ -167,7 +168,3 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
         return
     if session and all(t.state.name == "FAIL" for t in session):
         raise FoxhuntError(f"every trial of this session failed; the first: {session[0].user_attrs.get('error', '?')}")
-
-
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

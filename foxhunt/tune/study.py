@@ -301,13 +301,14 @@ def run_study(
     study = _open(spec, seed, pruner)
 
     def objective(trial: optuna.Trial) -> float:
-        try:
-            return run_trial(spec, trial, device=device, user_stop=user_stop)
-        finally:
-            if user_stop is not None and user_stop.requested:
-                study.stop()  # Ctrl-C ends the session once this trial is recorded
+        return run_trial(spec, trial, device=device, user_stop=user_stop)
 
-    callbacks = [on_trial] if on_trial is not None else None
+    def stop_when_asked(study: optuna.Study, trial: Any) -> None:
+        # Runs after every recorded trial, so a Ctrl-C during a trial or between two starts no new one.
+        if user_stop is not None and user_stop.requested:
+            study.stop()
+
+    callbacks = [*([on_trial] if on_trial is not None else []), stop_when_asked]
     study.optimize(objective, n_trials=trials, timeout=timeout, catch=(FoxhuntError,), callbacks=callbacks)
     return study
 

@@ -15,6 +15,7 @@ import optuna
 import pytest
 
 from foxhunt.errors import ConfigError
+from foxhunt.trainer.interrupt import StopFlag
 from foxhunt.tune.study import (
     StudySpec, default_storage, load_study, prepare_study, run_study, run_trial, trial_record,
 )
@@ -172,6 +173,17 @@ def test_ctrl_c_ends_the_trial_at_an_epoch_boundary_and_the_study(tmp_path: Path
     assert trial.state is TrialState.FAIL
     assert "interrupted at step 0" in trial.user_attrs["error"]
     assert trial_record(Path(trial.user_attrs["run_dir"]))["state"] == "interrupted"
+
+
+def test_ctrl_c_between_trials_starts_no_new_trial(tmp_path: Path, testkit: ModuleType) -> None:
+    spec = new_spec(tmp_path, testkit)
+    user_stop = StopFlag()
+
+    def press_ctrl_c_after_the_first(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        user_stop.request("test: after the first trial")
+
+    study = run_study(spec, trials=3, pruner=NO_PRUNING, user_stop=user_stop, on_trial=press_ctrl_c_after_the_first)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE]
 
 
 def test_a_trial_that_fails_is_recorded_with_its_error_and_the_study_goes_on(tmp_path: Path, testkit: ModuleType) -> None:
