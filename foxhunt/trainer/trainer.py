@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,13 @@ from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
 
-__all__ = ["Trainer", "resolve_device", "prepare_data", "PreparedData"]
+__all__ = ["Trainer", "resolve_device", "prepare_data", "PreparedData", "EpochCallback"]
+
+# on_epoch(fold index, epoch, validation metrics of that epoch): called once per epoch of every fold, right
+# after the validation backtest. To end the run, a callback requests a stop on the trainer's ``stop`` object
+# (``stop.requested`` true): the epoch still finishes its bookkeeping, a resume checkpoint is written and
+# ``run`` returns None, the same clean path as Ctrl-C. ``foxhunt tune`` prunes trials this way.
+EpochCallback = Callable[[int, int, dict[str, float]], None]
 
 log = structlog.get_logger(__name__)
 
@@ -100,10 +107,12 @@ class Trainer:
         show_progress: bool = True,
         metrics_port: int | None = None,
         run_id: str | None = None,
+        on_epoch: EpochCallback | None = None,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.stop = stop
+        self.on_epoch = on_epoch
         self.device = resolve_device(config.run.device)
         self.backend = resolve_backend(self.device, None)
         if self.device.type == "cuda":
@@ -276,6 +285,8 @@ class Trainer:
             )
             validation = evaluation.metrics_of(result)
             stats["validation_seconds"] = time.perf_counter() - validation_started
+            if self.on_epoch is not None:
+                self.on_epoch(fold.index, epoch, dict(validation))
             score = validation[train.validation_metric]
             if evaluation.better(train.validation_metric, score, position.best and position.best["score"]):
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}

@@ -1,0 +1,170 @@
+"""``foxhunt tune``: an Optuna hyperparameter search over training runs (``foxhunt.tune``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from foxhunt.cli.common import config_options
+from foxhunt.errors import ConfigError, FoxhuntError
+
+__all__ = ["tune_command"]
+
+console = Console()
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:+.4g}"
+
+
+def _trials_table(study, title: str) -> Table:
+    from foxhunt.tune.study import trial_rows
+
+    rows = trial_rows(study)
+    keys = list(dict.fromkeys(key for row in rows for key in row.params))
+    table = Table("trial", "state", "value", *keys, "last step", "seconds", "run directory", title=title)
+    for row in rows:
+        params = [_param(row.params.get(key)) for key in keys]
+        seconds = "" if row.seconds is None else f"{row.seconds:.1f}"
+        step = "" if row.last_step is None else str(row.last_step)
+        value = _number(row.value) if row.state == "complete" else ""  # a pruned trial's value is only its last report
+        table.add_row(str(row.number), row.state, value, *params, step, seconds, row.run_dir)
+    return table
+
+
+def _param(value) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _print_best(study) -> None:
+    from foxhunt.tune.study import METRIC_ATTR, import_optuna
+
+    optuna = import_optuna()
+    complete = [t for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        console.print("no trial has completed yet: no best parameters")
+        return
+    best = study.best_trial
+    metric = study.user_attrs.get(METRIC_ATTR, "objective")
+    console.print(f"best: trial {best.number}, {metric} {best.value:+.4f} (validation, mean of each fold's best epoch)")
+    for override in best.user_attrs.get("overrides", []):
+        console.print(f"  --set {override}")
+    if best.user_attrs.get("run_dir"):
+        console.print(f"  run directory: {best.user_attrs['run_dir']}")
+
+
+def _trial_line(study, trial) -> None:
+    where = trial.user_attrs.get("run_dir", "")
+    if trial.state.name == "COMPLETE":
+        console.print(f"trial {trial.number} complete: {trial.value:+.4f}  {where}")
+    elif trial.state.name == "PRUNED":
+        last = max(trial.intermediate_values) if trial.intermediate_values else "-"
+        console.print(f"trial {trial.number} pruned at step {last}  {where}")
+    else:
+        state = "failed" if trial.state.name == "FAIL" else trial.state.name.lower()
+        console.print(f"trial {trial.number} {state}: {trial.user_attrs.get('error', '')}  {where}")
+
+
+@click.command("tune")
+@config_options
+@click.option("--space", "space_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Search space TOML (needed to start a study; a resumed study keeps its own).")
+@click.option("--study", "study_name", default="default", show_default=True, metavar="NAME",
+              help="Study name: the same name continues the study.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Trials to add in this invocation.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Start no new trial after this many seconds (a running trial finishes).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the TPE sampler.")
+@click.option("--data", "data_source", metavar="SOURCE", help="Data of every trial (as in `foxhunt train --data`).")
+@click.option("--storage", metavar="URL", help="Optuna RDB URL (default: sqlite:///DIR/study.db), e.g. postgresql://host/db.")
+@click.option("--dir", "study_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Study directory holding the trial runs (default: runs/tune/NAME).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where trials train (default: the config's). A new study's device also picks its run-size profile.")
+@click.option("--show", is_flag=True, help="Print the study's trials and best parameters, and run nothing.")
+def tune_command(config_path, overrides, space_path, study_name, trials, timeout, seed, data_source, storage, study_dir,
+                 device, show) -> None:
+    """Search hyperparameters with Optuna: each trial is an ordinary training run.
+
+    \b
+    Example (space.toml):
+      [space."learner.lr"]
+      type = "float"
+      low = 1e-5
+      high = 1e-3
+      log = true
+      [space."learner.n_step"]
+      type = "int"
+      low = 1
+      high = 5
+      [space."learner.hidden"]
+      type = "categorical"
+      choices = [[64, 64], [128, 128]]
+
+    \b
+      foxhunt tune --study lr --space space.toml --trials 20 --data eurusd-1h-2017
+      foxhunt tune --study lr --trials 10        # resume: 10 more trials
+      foxhunt tune --study lr --show             # trials and best parameters
+
+    Space keys are dotted config keys, applied to each trial as --set KEY=VALUE
+    on top of the base config (--config, --set, --data). The TPE sampler
+    (seeded by --seed) proposes values; a median pruner stops a trial whose
+    validation metric (train.validation_metric) at an epoch is worse than the
+    median of earlier trials at the same epoch. The objective is the mean over
+    folds of each fold's best validation value: tuning selects on validation,
+    so judge the chosen parameters on data the study never saw. The study is
+    stored in SQLite under the study directory (or --storage), and runs go to
+    runs/tune/NAME/trial_NNNN. See docs/tune.md.
+    """
+    from foxhunt.trainer.interrupt import StopFlag
+    from foxhunt.tune.space import override_text
+    from foxhunt.tune.study import (
+        default_directory, default_storage, import_optuna, load_study, prepare_study, run_study,
+    )
+
+    directory = study_dir if study_dir is not None else default_directory("runs", study_name)
+    url = storage or default_storage(directory)
+    if show:
+        if space_path is not None or config_path is not None or overrides or data_source is not None:
+            raise ConfigError("--show only reads a study; drop --space, --config, --set and --data")
+        study = load_study(study_name, url)
+        console.print(_trials_table(study, f"study {study_name} ({url})"))
+        _print_best(study)
+        return
+    extra = list(overrides)
+    if data_source is not None:
+        extra.append(f"data.source={override_text(data_source)}")
+    spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path, overrides=extra,
+                         device=device)
+    if spec.base.run.threads:
+        torch.set_num_threads(spec.base.run.threads)  # the program, not the library, sizes the thread pool
+    optuna = import_optuna()
+    # Trial outcomes are printed below, one line each; optuna's own INFO lines (and its tracebacks for
+    # failed trials, whose messages are kept on the trials) would repeat them.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    session = []
+
+    def on_trial(study, trial) -> None:
+        session.append(trial)
+        _trial_line(study, trial)
+
+    console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
+    with StopFlag() as stop:
+        study = run_study(spec, trials=trials, timeout=timeout, seed=seed, device=device, user_stop=stop,
+                          on_trial=on_trial)
+    console.print(_trials_table(study, f"study {spec.name}: {len(study.trials)} trials"))
+    _print_best(study)
+    if stop.requested:
+        console.print(f"interrupted; continue with: foxhunt tune --study {spec.name}"
+                      + (f" --dir {study_dir}" if study_dir is not None else "")
+                      + (f" --storage {storage}" if storage is not None else ""))
+        return
+    if session and all(t.state.name == "FAIL" for t in session):
+        raise FoxhuntError(f"every trial of this session failed; the first: {session[0].user_attrs.get('error', '?')}")

@@ -1,0 +1,344 @@
+"""Open or resume an Optuna study in its storage, and run its trials as ordinary training runs.
+
+A study lives in two places:
+
+- its **storage** (an RDB URL; by default ``sqlite:///STUDY_DIR/study.db``) holds the trials, their
+  parameters, reports and values, plus what the study was started with: the resolved base config
+  and the search space (study user attributes), so a resumed study needs neither again;
+- its **directory** (by default ``runs/tune/NAME``) holds ``base.toml``, ``space.toml`` and one run
+  directory per trial, ``trial_NNNN/``, each with its ``trial.json`` (parameters, state, objective).
+
+Optuna is imported here only inside functions: ``foxhunt --help`` stays fast and the ``tune``
+extra stays optional.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from foxhunt.config import FoxhuntConfig, dump_config, load_config
+from foxhunt.config_loading import apply_overrides, structure
+from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.trainer import Trainer
+from foxhunt.tune.objective import EpochReporter, TrialStop, direction_of
+from foxhunt.tune.space import SearchSpace, check_space, load_space, parse_space
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["StudySpec", "import_optuna", "default_directory", "default_storage", "prepare_study", "load_study",
+           "run_trial", "run_study", "TrialRow", "trial_rows", "trial_record"]
+
+log = structlog.get_logger(__name__)
+
+BASE_CONFIG_ATTR = "foxhunt.base_config"
+SPACE_ATTR = "foxhunt.space"
+METRIC_ATTR = "foxhunt.metric"
+# Keys that say where a trial runs, not what it learns: a resumed study may change them.
+WHERE_KEYS = ("run.device", "run.threads")
+# Seconds between a running trial's heartbeats, and after which a silent trial (its process was killed)
+# is marked failed by the next process that runs a trial of the study.
+SQLITE_PREFIX = "sqlite:///"
+HEARTBEAT_S = 60
+GRACE_S = 180
+
+
+def import_optuna():
+    """optuna, or an error saying how to install it (it is the ``tune`` extra)."""
+    try:
+        import optuna
+    except ImportError:
+        raise FoxhuntError("foxhunt tune needs optuna: pip install 'foxhunt[tune]' (or pip install optuna)") from None
+    return optuna
+
+
+def default_directory(out_dir: str | Path, name: str) -> Path:
+    return Path(out_dir) / "tune" / name
+
+
+def default_storage(directory: Path) -> str:
+    return f"{SQLITE_PREFIX}{(Path(directory) / 'study.db').resolve()}"
+
+
+@attrs.frozen
+class StudySpec:
+    """Everything a study's trials are built from."""
+
+    name: str
+    directory: Path
+    storage: str
+    base_config: str  # the resolved base config, as TOML (what config.toml of a run holds)
+    space: SearchSpace
+
+    @property
+    def base(self) -> FoxhuntConfig:
+        return self.trial_config([])
+
+    @property
+    def metric(self) -> str:
+        return self.base.train.validation_metric
+
+    @property
+    def direction(self) -> str:
+        return direction_of(self.metric)
+
+    def trial_config(self, overrides: list[str]) -> FoxhuntConfig:
+        data = apply_overrides(tomllib.loads(self.base_config), overrides)
+        source = f"study {self.name} base config" + (f" + --set {' '.join(overrides)}" if overrides else "")
+        return structure(data, FoxhuntConfig, source=source)
+
+
+def _storage(url: str, *, create: bool):
+    """Optuna's RDB storage at ``url``, with heartbeats; a missing SQLite file is created only if ``create``."""
+    optuna = import_optuna()
+    if url.startswith(SQLITE_PREFIX):
+        database = Path(url.removeprefix(SQLITE_PREFIX))
+        if not create and not database.exists():
+            raise FoxhuntError(f"no study database at {database}; check --study, --dir and --storage")
+        database.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with warnings.catch_warnings():
+            # heartbeats are marked experimental; they are what marks a killed process's trial as failed
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    except Exception as error:  # sqlalchemy raises its own tree (bad URL, missing driver, unreachable server)
+        raise FoxhuntError(f"cannot open the study storage {url}: {error}; give a reachable RDB URL with --storage") from None
+
+
+def _stored(url: str, name: str) -> tuple[str, str] | None:
+    """The base config and space a stored study was started with, or None if there is no such study."""
+    optuna = import_optuna()
+    if url.startswith(SQLITE_PREFIX) and not Path(url.removeprefix(SQLITE_PREFIX)).exists():
+        return None  # a new study: its database is created when its first trial starts, not before
+    storage = _storage(url, create=False)
+    if name not in optuna.study.get_all_study_names(storage):
+        return None
+    attrs_ = optuna.load_study(study_name=name, storage=storage).user_attrs
+    if BASE_CONFIG_ATTR not in attrs_ or SPACE_ATTR not in attrs_:
+        raise FoxhuntError(f"study {name!r} in this storage was not made by foxhunt tune; choose another --study name")
+    return attrs_[BASE_CONFIG_ATTR], attrs_[SPACE_ATTR]
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _config_differences(stored: str, given: str) -> list[str]:
+    old, new = _flat(tomllib.loads(stored)), _flat(tomllib.loads(given))
+    keys = sorted(k for k in old.keys() | new.keys() if k not in WHERE_KEYS and old.get(k) != new.get(k))
+    return [f"{k}: {old.get(k, '(unset)')!r} in the study, {new.get(k, '(unset)')!r} now" for k in keys]
+
+
+def prepare_study(
+    name: str,
+    directory: Path,
+    storage: str,
+    *,
+    space_path: Path | None = None,
+    config_path: Path | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+    device: str | None = None,
+) -> StudySpec:
+    """The spec of study ``name``: a new one from the space file and base config, or the stored one.
+
+    Resuming with no space or config arguments continues exactly what was started; giving them again
+    is allowed when they resolve to the same base config and space (re-running the same command),
+    and refused with the differences otherwise, since trials of different setups are not comparable.
+    ``device`` is part of a new study's base config (it picks the run-size profile); a resumed study
+    keeps its sizes, and :func:`run_study` may still move its trials to another device.
+    """
+    stored = _stored(storage, name)
+    given_base = None
+    if config_path is not None or overrides or stored is None:
+        # the device goes in before the run-size profile is resolved, as for `foxhunt train --device`
+        device_override = [f'run.device="{device}"'] if device is not None else []
+        given_base = dump_config(load_config(config_path, [*overrides, *device_override]))
+    given_space = None
+    if space_path is not None:
+        given_space = load_space(space_path)
+        check_space(given_space, tomllib.loads(given_base or stored[0]), str(space_path))
+    if stored is None:
+        if given_space is None:
+            raise ConfigError(f"study {name!r} does not exist yet in {storage}; start it with --space FILE")
+        if any(Path(directory).glob("trial_*")):
+            raise ConfigError(
+                f"{directory} already holds trial runs, but {storage} has no study {name!r} (was its storage moved "
+                "or deleted?); give the study's --storage, or start a new --study name"
+            )
+        return StudySpec(name, Path(directory), storage, given_base, given_space)
+    base, space_text = stored
+    stored_space = parse_space(tomllib.loads(space_text), f"study {name!r} space")
+    if given_base is not None and (differences := _config_differences(base, given_base)):
+        raise ConfigError(
+            f"study {name!r} was started with another base config; resume it without --config/--set/--data, "
+            "or start a new --study. Differences:\n" + "\n".join(f"  {line}" for line in differences)
+        )
+    if given_space is not None and given_space != stored_space:
+        raise ConfigError(
+            f"study {name!r} was started with another search space (see {Path(directory) / 'space.toml'}); "
+            "resume it without --space, or start a new --study"
+        )
+    return StudySpec(name, Path(directory), storage, base, stored_space)
+
+
+def load_study(name: str, storage: str) -> optuna.Study:
+    """An existing study, for reading (``foxhunt tune --show``)."""
+    optuna = import_optuna()
+    opened = _storage(storage, create=False)
+    names = optuna.study.get_all_study_names(opened)
+    if name not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise FoxhuntError(f"no study {name!r} in {storage} (studies there: {known}); check --study and --storage")
+    return optuna.load_study(study_name=name, storage=opened)
+
+
+def _open(spec: StudySpec, seed: int, pruner: Any) -> optuna.Study:
+    optuna = import_optuna()
+    storage = _storage(spec.storage, create=True)
+    study = optuna.create_study(study_name=spec.name, storage=storage, direction=spec.direction, load_if_exists=True)
+    study.set_user_attr(BASE_CONFIG_ATTR, spec.base_config)
+    study.set_user_attr(SPACE_ATTR, spec.space.to_toml())
+    study.set_user_attr(METRIC_ATTR, spec.metric)
+    # A seeded sampler restarts its random stream in every process; offsetting the seed by the trials
+    # already stored keeps a resumed study from drawing its first trials' parameters again.
+    sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials), n_startup_trials=spec.space.sampler.startup_trials)
+    if pruner is None:
+        settings = spec.space.pruner
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=settings.warmup_steps)
+    return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+
+
+def _write_trial(run_dir: RunDirectory, record: dict[str, Any]) -> None:
+    run_dir.write_json("trial.json", record)
+
+
+def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None, user_stop: Any = None) -> float:
+    """Train one trial of ``spec`` as a run in ``STUDY_DIR/trial_NNNN``; returns its objective.
+
+    This is the objective :func:`run_study` gives ``study.optimize``; anything that asks a study for
+    trials (``study.ask()``, in any process that reaches the storage) can run them with it and
+    ``study.tell`` the result. Raises ``optuna.TrialPruned`` when the pruner stopped the run, and a
+    :class:`FoxhuntError` when the run failed or ``user_stop`` ended it early (the message says which,
+    and is kept on the trial as its ``error`` attribute).
+    """
+    optuna = import_optuna()
+    params = spec.space.suggest(trial)
+    overrides = spec.space.overrides(params)
+    path = spec.directory / f"trial_{trial.number:04d}"
+    trial.set_user_attr("run_dir", str(path))
+    trial.set_user_attr("overrides", overrides)
+    record = {"study": spec.name, "trial": trial.number, "params": params, "overrides": overrides,
+              "metric": spec.metric, "direction": spec.direction}
+    stop = TrialStop(user_stop)
+    run_dir = None
+    structlog.contextvars.bind_contextvars(trial=trial.number)
+    try:
+        config = spec.trial_config(overrides)
+        if device is not None:
+            config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+        run_dir = RunDirectory(path)
+        _write_trial(run_dir, record | {"state": "running"})
+        reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop)
+        summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
+    except FoxhuntError as error:
+        trial.set_user_attr("error", str(error))
+        if run_dir is not None:
+            _write_trial(run_dir, record | {"state": "failed", "error": str(error)})
+        raise
+    finally:
+        structlog.contextvars.unbind_contextvars("trial")
+    step = reporter.last_step
+    if stop.pruned:
+        _write_trial(run_dir, record | {"state": "pruned", "step": step})
+        epochs = config.train.epochs
+        raise optuna.TrialPruned(f"pruned at step {step} (fold {step // epochs}, epoch {step % epochs})")
+    if summary is None:
+        message = f"interrupted at step {step}; `foxhunt tune --study {spec.name}` continues the study"
+        trial.set_user_attr("error", message)
+        _write_trial(run_dir, record | {"state": "interrupted", "step": step})
+        raise FoxhuntError(message)
+    value = reporter.objective()
+    _write_trial(run_dir, record | {"state": "complete", "objective": value, "step": step})
+    return value
+
+
+def run_study(
+    spec: StudySpec,
+    *,
+    trials: int | None,
+    timeout: float | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    user_stop: Any = None,
+    pruner: Any = None,
+    on_trial: Callable[[optuna.Study, Any], None] | None = None,
+) -> optuna.Study:
+    """Run up to ``trials`` more trials (and/or until ``timeout`` seconds) of the study; returns the study.
+
+    ``pruner`` replaces the space file's median pruner (tests use it to force a prune). A trial that
+    raises a :class:`FoxhuntError` is recorded as failed with its message and the study goes on; a
+    Ctrl-C (``user_stop`` requested) ends the running trial at its next epoch boundary, records it
+    failed as interrupted, and ends the study.
+    """
+    spec.directory.mkdir(parents=True, exist_ok=True)
+    (spec.directory / "base.toml").write_text(spec.base_config, encoding="utf-8")
+    (spec.directory / "space.toml").write_text(spec.space.to_toml(), encoding="utf-8")
+    study = _open(spec, seed, pruner)
+
+    def objective(trial: optuna.Trial) -> float:
+        return run_trial(spec, trial, device=device, user_stop=user_stop)
+
+    def stop_when_asked(study: optuna.Study, trial: Any) -> None:
+        # Runs after every recorded trial, so a Ctrl-C during a trial or between two starts no new one.
+        if user_stop is not None and user_stop.requested:
+            study.stop()
+
+    callbacks = [*([on_trial] if on_trial is not None else []), stop_when_asked]
+    study.optimize(objective, n_trials=trials, timeout=timeout, catch=(FoxhuntError,), callbacks=callbacks)
+    return study
+
+
+@attrs.frozen
+class TrialRow:
+    """One trial as the tables show it."""
+
+    number: int
+    state: str
+    value: float | None
+    params: dict[str, Any]
+    last_step: int | None
+    seconds: float | None
+    run_dir: str
+    error: str | None
+
+
+def trial_rows(study: optuna.Study) -> list[TrialRow]:
+    rows = []
+    for trial in study.trials:
+        duration = trial.duration.total_seconds() if trial.duration is not None else None
+        steps = trial.intermediate_values
+        rows.append(TrialRow(
+            trial.number, trial.state.name.lower(), trial.value, dict(trial.params),
+            max(steps) if steps else None, duration, trial.user_attrs.get("run_dir", ""), trial.user_attrs.get("error"),
+        ))
+    return rows
+
+
+def trial_record(run_path: Path) -> dict[str, Any]:
+    """A trial run directory's ``trial.json``."""
+    return json.loads((Path(run_path) / "trial.json").read_text(encoding="utf-8"))
