@@ -24,7 +24,8 @@ class TrainConfig:
     the agent sees or learns. The first ``warmup_env_steps`` transitions of a
     fold only fill the replay buffer; updates start after them. Each epoch ends
     with a greedy backtest on the fold's validation window; the epoch with the
-    best ``validation_metric`` is the fold's checkpoint.
+    best ``validation_metric`` is the fold's checkpoint, which is then
+    evaluated once on the fold's test window (what the run reports).
     """
 
     epochs: int = attrs.field(default=4, validator=_positive)

@@ -2,9 +2,12 @@
 
 For each fold: reset through the state-reset registry, run the fold kernels;
 for each epoch: collect experience with the current policy in the vectorised
-environment, learn after every step, run the adaptive kernels at their points,
-let the monitors observe a read-only snapshot, backtest the greedy policy on
-the validation window, and keep the fold's best checkpoint. A stop request
+environment and learn (on CUDA, replaying the step from captured CUDA graphs:
+:mod:`foxhunt.trainer.graphs`), run the adaptive kernels at their points, let
+the monitors observe a read-only snapshot, backtest the greedy policy on the
+validation window, and keep the fold's best checkpoint; after the fold's last
+epoch, backtest that checkpoint once on the held-out test window, which is
+what the run reports. A stop request
 (Ctrl-C, SIGTERM) is honoured at the next epoch boundary with a resume
 checkpoint, from which ``--resume`` ends with the same results.
 """
