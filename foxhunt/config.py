@@ -42,7 +42,7 @@ class RunConfig:
     threads: int = attrs.field(default=1, validator=attrs.validators.ge(0))
     # Run-size defaults by device (foxhunt/profiles.py); "auto" follows the device. The resolved name is stored.
     profile: str = attrs.field(default="auto", validator=attrs.validators.in_(PROFILE_NAMES))
-    # CUDA only: TF32 matmuls (docs/learner.md, "TF32", gives their accuracy cost against fp32).
+    # CUDA only: TF32 matmuls (docs/gpu.md, "TF32", gives their accuracy cost against fp32).
     tf32: bool = True
     # CUDA only: capture one vector step and one learner update as CUDA graphs per fold and replay them.
     cuda_graph: bool = True

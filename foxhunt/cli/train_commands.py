@@ -70,7 +70,7 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     transitions and learner updates per epoch (train.env_steps_per_epoch,
     train.updates_per_epoch), so changing env.n_envs does not change how much
     the agent learns. See the resolved values with
-    `foxhunt config show --set run.device="cuda"`.
+    `foxhunt config show --set run.device=cuda`.
 
     Each fold trains, picks its best epoch on a validation window, and backtests
     that policy once on a later test window; the test figures are the result.

@@ -119,7 +119,7 @@ class Trainer:
         self.device = resolve_device(config.run.device)
         self.backend = resolve_backend(self.device, None)
         if self.device.type == "cuda":
-            # TF32 matmuls on by default on CUDA (run.tf32); docs/learner.md gives their accuracy cost.
+            # TF32 matmuls on by default on CUDA (run.tf32); docs/gpu.md gives their accuracy cost.
             torch.backends.cuda.matmul.allow_tf32 = config.run.tf32
             torch.backends.cudnn.allow_tf32 = config.run.tf32
         self.started = time.perf_counter()
