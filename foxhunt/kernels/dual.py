@@ -25,6 +25,7 @@ once). CUDA launches go on torch's current stream.
 from __future__ import annotations
 
 import collections
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,39 +36,22 @@ from numba.extending import register_jitable
 
 from foxhunt.dims import DimTable
 from foxhunt.kernels.backend import Backend
+from foxhunt.kernels.launcher_cache import CachedLauncher, cpu_launcher
 
-__all__ = ["DualKernel", "device_function", "device_constants", "CUDA_THREADS_PER_BLOCK", "SIM_THREADS_PER_BLOCK"]
+__all__ = ["DualKernel", "device_function", "device_constants", "quiet_launch_configuration", "LOW_OCCUPANCY_WARNING",
+           "CUDA_THREADS_PER_BLOCK", "SIM_THREADS_PER_BLOCK"]
 
 CUDA_THREADS_PER_BLOCK = 256
 # The simulator runs every thread of a block as a Python thread: keep blocks small.
 SIM_THREADS_PER_BLOCK = 8
 _CONVERSION_CACHE_SIZE = 16
+# The start of numba's message for a grid of few blocks (numba/cuda/dispatcher.py, _LaunchConfiguration).
+LOW_OCCUPANCY_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
 
 
 def device_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark ``fn`` as callable from CPU and CUDA kernels (and as plain Python in the simulator)."""
     return register_jitable(fn)
-
-
-def _cpu_launcher(row: Callable[..., Any]) -> Callable[..., Any]:
-    # Each thread walks one contiguous chunk of rows in a plain loop, so every
-    # [n, ...] buffer is read in memory order and the parallel region stays one
-    # call (numba's parfor passes then compile in seconds, not a minute). The
-    # numpy error model (no zero-division checks, as on CUDA) keeps the two
-    # targets alike and the loop free of exception branches.
-    @numba.njit(error_model="numpy")
-    def chunk(start, stop, args):
-        for i in range(start, stop):
-            row(i, args)
-
-    @numba.njit(parallel=True, error_model="numpy")
-    def launch(n, args):
-        chunks = numba.get_num_threads()
-        size = (n + chunks - 1) // chunks
-        for c in numba.prange(chunks):
-            chunk(c * size, min(n, (c + 1) * size), args)
-
-    return launch
 
 
 def _cuda_launcher(row: Callable[..., Any]) -> Any:
@@ -86,27 +70,42 @@ class DualKernel:
     """A row function compiled for the CPU (parallel numba) and for CUDA (numba.cuda).
 
     Compilation is lazy: the CPU launcher compiles on the first CPU launch (once
-    per argument dtype signature), the CUDA kernel on the first CUDA or
-    simulator launch. Warm a kernel up before capturing it in a CUDA graph.
+    per argument dtype signature) or loads from the on-disk kernel cache
+    (:mod:`foxhunt.kernels.launcher_cache`), the CUDA kernel compiles on the
+    first CUDA or simulator launch. Warm a kernel up before capturing it in a
+    CUDA graph.
     """
 
     def __init__(self, row: Callable[..., Any], name: str) -> None:
         self.row = row
         self.name = name
-        self._cpu: Callable[..., Any] | None = None
+        self._cpu: CachedLauncher | None = None
         self._cuda: Any = None
         self._arrays: dict[tuple[int, ...], tuple[tuple[torch.Tensor, ...], tuple[Any, ...]]] = {}
-        self._streams: dict[int, Any] = {}
+        self._launches: dict[tuple[int, int], Any] = {}
 
     def __repr__(self) -> str:
         return f"DualKernel({self.name!r})"
 
     @property
     def cpu(self) -> Callable[..., Any]:
-        """The CPU launcher ``launch(n, args)`` over numpy arrays."""
+        """The CPU launcher ``launch(n, chunks, args)`` over numpy arrays (a numba dispatcher; ``chunks``: threads)."""
+        return self.cpu_cache.launch
+
+    @property
+    def cpu_cache(self) -> CachedLauncher:
+        """The CPU launcher with its place in the on-disk kernel cache."""
         if self._cpu is None:
-            self._cpu = _cpu_launcher(self.row)
+            self._cpu = cpu_launcher(self.row, self.name)
         return self._cpu
+
+    def _launch_cpu(self, n: int, arrays: tuple[Any, ...]) -> None:
+        launch = self.cpu_cache.launch
+        compiled = len(launch.overloads)
+        launch(n, numba.get_num_threads(), arrays)
+        if len(launch.overloads) != compiled:
+            # A new dtype signature was compiled (and saved) or loaded: vouch for the files now on disk.
+            self.cpu_cache.record()
 
     @property
     def cuda(self) -> Any:
@@ -130,13 +129,14 @@ class DualKernel:
         self._arrays[key] = (tuple(tensors), arrays)
         return arrays
 
-    def _stream(self) -> Any:
+    def _configured(self, blocks: int) -> Any:
+        """``self.cuda[blocks, threads, stream]`` on torch's current stream, configured once per (grid, stream)."""
         handle = torch.cuda.current_stream().cuda_stream
-        stream = self._streams.get(handle)
-        if stream is None:
-            stream = cuda.external_stream(handle)
-            self._streams[handle] = stream
-        return stream
+        configured = self._launches.get((blocks, handle))
+        if configured is None:
+            configured = quiet_launch_configuration(self.cuda, blocks, CUDA_THREADS_PER_BLOCK, cuda.external_stream(handle))
+            self._launches[(blocks, handle)] = configured
+        return configured
 
     def launch(self, backend: Backend | str, n: int, tensors: Sequence[torch.Tensor]) -> None:
         """Run ``row(i, arrays)`` for every ``i < n``; ``tensors`` are passed zero-copy."""
@@ -145,13 +145,29 @@ class DualKernel:
             return
         arrays = self._kernel_arrays(backend, tensors)
         if backend is Backend.CPU:
-            self.cpu(n, arrays)
+            self._launch_cpu(n, arrays)
         elif backend is Backend.CUDA:
             blocks = (n + CUDA_THREADS_PER_BLOCK - 1) // CUDA_THREADS_PER_BLOCK
-            self.cuda[blocks, CUDA_THREADS_PER_BLOCK, self._stream()](n, arrays)
+            self._configured(blocks)(n, arrays)
         else:
             threads = min(n, SIM_THREADS_PER_BLOCK)
             self.cuda[(n + threads - 1) // threads, threads](n, arrays)
+
+
+def quiet_launch_configuration(kernel: Any, blocks: int, threads: int, stream: Any) -> Any:
+    """``kernel[blocks, threads, stream]`` without numba's low-occupancy advice.
+
+    numba warns "Grid size N will likely result in GPU under-utilization" for any
+    grid under 128 blocks, when the launch is configured. foxhunt's ISV kernels
+    run one row per branch or one row in all, on purpose: the grid is as large as
+    the work, and the advice would print on every run. Only that warning, and
+    only here, is silenced; every other warning still reaches the user.
+    """
+    with warnings.catch_warnings():
+        # Matched by message alone: numba-cuda (the CUDA target's newer home) raises
+        # it with its own NumbaPerformanceWarning class.
+        warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
+        return kernel[blocks, threads, stream]
 
 
 def device_constants(table: type[DimTable]) -> tuple[int, ...]:
