@@ -45,8 +45,9 @@ CUDA_THREADS_PER_BLOCK = 256
 # The simulator runs every thread of a block as a Python thread: keep blocks small.
 SIM_THREADS_PER_BLOCK = 8
 _CONVERSION_CACHE_SIZE = 16
-# The start of numba's message for a grid of few blocks (numba/cuda/dispatcher.py, _LaunchConfiguration).
-LOW_OCCUPANCY_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
+# The start of numba's message for a grid of few blocks (numba/cuda/dispatcher.py, _LaunchConfiguration),
+# after the terminal highlighting (ANSI escapes) that numba puts in front of its warnings' text.
+LOW_OCCUPANCY_WARNING = r"(\x1b\[[0-9;]*m)*Grid size \d+ will likely result in GPU under-utilization"
 
 
 def device_function(fn: Callable[..., Any]) -> Callable[..., Any]:
