@@ -18,16 +18,15 @@ import io
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # headless: the report is written on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402 - backend must be chosen first
-import numpy as np  # noqa: E402
+from foxhunt.errors import FoxhuntError
+from foxhunt.trainer.run_dir import equity_file_name
 
-from foxhunt.errors import FoxhuntError  # noqa: E402
-from foxhunt.trainer.run_dir import equity_file_name  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["build_report", "read_metrics", "read_equity"]
 
@@ -68,16 +67,28 @@ def read_equity(path: Path) -> dict[str, np.ndarray]:
     return columns
 
 
-def _figure_to_img(figure: plt.Figure, alt: str) -> str:
+def _subplots(*grid: int, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
+    """A figure and its axes, drawn headless.
+
+    matplotlib (about half a second of imports) loads only when a report is drawn,
+    so the other commands start without it, and only through ``Figure``: no pyplot
+    and no backend switch in the process that builds the report (its PNG canvas is Agg).
+    """
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=figsize)
+    return figure, figure.subplots(*grid, **kwargs)
+
+
+def _figure_to_img(figure: Figure, alt: str) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(figure)
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
 def _equity_plot(fold: int, curves: dict[str, np.ndarray], title: str, window: str) -> str:
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    figure, (top, bottom) = _subplots(2, 1, figsize=(9, 5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     x = np.arange(len(curves["agent"]))
     for name, style in (("agent", "-"), ("buy_and_hold", "--"), ("flat", ":")):
         if name in curves:
@@ -93,7 +104,7 @@ def _equity_plot(fold: int, curves: dict[str, np.ndarray], title: str, window: s
 
 
 def _series_plot(title: str, series: dict[str, list[float]], ylabel: str, log: bool = False) -> str:
-    figure, axis = plt.subplots(figsize=(9, 3.5))
+    figure, axis = _subplots(figsize=(9, 3.5))
     for name, values in sorted(series.items()):
         axis.plot(np.arange(len(values)), values, label=name)
     axis.set_title(title)
@@ -107,7 +118,7 @@ def _series_plot(title: str, series: dict[str, list[float]], ylabel: str, log: b
 
 
 def _actions_plot(actions: dict[str, list[float]]) -> str:
-    figure, axes = plt.subplots(1, len(actions), figsize=(3 * max(len(actions), 1), 3))
+    figure, axes = _subplots(1, len(actions), figsize=(3 * max(len(actions), 1), 3))
     axes = np.atleast_1d(axes)
     for axis, (branch, counts) in zip(axes, sorted(actions.items())):
         labels = list(counts.keys()) if isinstance(counts, dict) else [str(i) for i in range(len(counts))]
