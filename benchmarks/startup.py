@@ -3,7 +3,9 @@
 Usage: ``python benchmarks/startup.py [--repeats 2] [--set KEY=VALUE ...]``
 
 Runs the same 2-step training command ``1 + repeats`` times as separate
-processes, all with ``FOXHUNT_CACHE_DIR`` pointed at one fresh temporary
+processes (with the ``foxhunt`` package this script imports, started in a scratch
+directory so that no ``foxhunt/`` in the working directory shadows it), all
+with ``FOXHUNT_CACHE_DIR`` pointed at one fresh temporary
 directory: the first run finds it empty (every numba launcher compiles, the
 feature matrix is computed), the later ones find it full. Prints wall seconds
 and CPU seconds (user + system, from the child's resource usage) for each run:
@@ -21,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import foxhunt
+
 __all__ = ["main", "TRAIN_ARGS"]
 
 # The console script's body, run by this interpreter (no shell shim in the timing).
@@ -33,11 +37,11 @@ def _child_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+def timed_run(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one child process; its output is discarded unless it fails."""
     cpu_before = _child_cpu_seconds()
     start = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if result.returncode != 0:
         sys.stderr.write(result.stdout + result.stderr)
@@ -53,13 +57,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     extra = [item for override in args.overrides for item in ("--set", override)]
     with tempfile.TemporaryDirectory(prefix="foxhunt-startup-") as scratch:
-        env = dict(os.environ, FOXHUNT_CACHE_DIR=str(Path(scratch) / "cache"))
+        source_root = str(Path(foxhunt.__file__).resolve().parents[1])
+        search_path = os.pathsep.join(filter(None, (source_root, os.environ.get("PYTHONPATH"))))
+        env = dict(os.environ, FOXHUNT_CACHE_DIR=str(Path(scratch) / "cache"), PYTHONPATH=search_path)
         env.pop("NUMBA_CACHE_DIR", None)
         rows = []
         for index in range(1 + args.repeats):
             command = [sys.executable, "-c", _FOXHUNT, "train", *TRAIN_ARGS, *extra, "--out", str(Path(scratch) / f"run{index}")]
-            wall, cpu = timed_run(command, env)
+            wall, cpu = timed_run(command, env, Path(scratch))
             rows.append(("cold" if index == 0 else "warm", wall, cpu))
+    print(f"foxhunt from {source_root}")
     print(f"command: foxhunt train {' '.join(TRAIN_ARGS + tuple(extra))}  ({os.cpu_count()} CPUs)")
     print("| run | wall s | CPU s |")
     print("|---|---:|---:|")
