@@ -105,8 +105,8 @@ class DualKernel:
         compiled = len(launch.overloads)
         launch(n, numba.get_num_threads(), arrays)
         if len(launch.overloads) != compiled:
-            # A new dtype signature was compiled (and saved) or loaded: vouch for the files now on disk.
-            self.cpu_cache.record()
+            # A new dtype signature was compiled (and saved to disk) or loaded from it.
+            self.cpu_cache.new_overload()
 
     @property
     def cuda(self) -> Any:

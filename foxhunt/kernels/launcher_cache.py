@@ -93,6 +93,7 @@ class CachedLauncher:
     def __init__(self, launch: Any, directory: Path | None) -> None:
         self.launch = launch
         self.directory = directory
+        self._recorded_compiles = 0
 
     def __repr__(self) -> str:
         return f"CachedLauncher({self.directory})"
@@ -103,8 +104,15 @@ class CachedLauncher:
             return {}
         return {path.name: _sha256(path) for path in _numba_files(self.launch)}
 
+    def new_overload(self) -> None:
+        """Called after a launch added a dtype signature: if numba compiled (and saved) it, vouch for the files."""
+        compiles = sum(self.launch.stats.cache_misses.values())
+        if compiles != self._recorded_compiles:
+            self._recorded_compiles = compiles
+            self.record()
+
     def record(self) -> None:
-        """List the cache files' checksums after a compile wrote (or a load read) them."""
+        """List the cache files with their checksums, so the next process trusts them."""
         if self.directory is None:
             return
         try:
