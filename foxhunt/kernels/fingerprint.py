@@ -11,8 +11,11 @@ It hashes what numba compiles, not the source files: the loaded code objects
 the globals they read. A source file edited after import therefore cannot put
 new-looking source in front of old compiled code. Functions are followed through
 module globals, through attributes of imported modules (``rng.hash3``), through
-numba dispatchers (their ``py_func``) and through closure cells; numba's,
-numpy's and the standard library's own functions are named, not followed.
+numba dispatchers (their ``py_func``), ``@intrinsic`` definitions and closure
+cells; numba's, numpy's and the standard library's own functions are named, not
+followed. Code that reaches a kernel only through numba's registries
+(``@overload`` of some other function) is not seen: write kernel helpers with
+``device_function`` (numba's ``register_jitable``), whose own body is followed.
 
 A value the fingerprint cannot describe stably (an arbitrary object, whose
 ``repr`` may carry a memory address) makes the row uncacheable:
@@ -145,6 +148,9 @@ class _Walker:
             return f"module {value.__name__}"
         if isinstance(value, types.FunctionType) or hasattr(value, "py_func"):
             return self.function(value)
+        if callable(getattr(value, "_defn", None)):
+            # A numba ``@intrinsic``: its typing-and-codegen function decides the machine code.
+            return f"intrinsic {self.function(value._defn)}"
         if isinstance(value, type) and issubclass(value, enum.Enum):
             # ``GammaSlot.HEALTH`` compiles to the member's value: a reordered table is a new kernel.
             members = ", ".join(f"{member.name}={member.value!r}" for member in value)

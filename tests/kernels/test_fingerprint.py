@@ -69,3 +69,24 @@ def test_the_launcher_template_is_part_of_the_fingerprint() -> None:
 def test_a_value_without_a_stable_description_is_uncacheable() -> None:
     with pytest.raises(UncacheableRow):
         row_fingerprint(_row_reading(object()))
+
+
+def _intrinsic_row(emit_one: bool):
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def constant(typingctx):
+        def codegen(context, builder, signature, args):
+            return context.get_constant(types.float64, 1.0 if emit_one else 2.0)
+
+        return types.float64(), codegen
+
+    def row(i, args):
+        args[0][i] = constant()
+
+    return row
+
+
+def test_an_intrinsic_the_row_calls_is_followed() -> None:
+    assert row_fingerprint(_intrinsic_row(True)) != row_fingerprint(_intrinsic_row(False))
