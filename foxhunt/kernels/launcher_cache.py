@@ -45,6 +45,7 @@ KERNEL_CACHE_ENV = "FOXHUNT_CACHE_DIR"
 _NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 _LAUNCHER_FILE = "launcher.py"
 _CHECKSUMS_FILE = "checksums.json"
+_NUMBA_SUFFIXES = (".nbi", ".nbc")
 # The fingerprint's first 24 hex digits (96 bits) name the directory: collisions are out of reach.
 _FINGERPRINT_CHARS = 24
 
@@ -166,11 +167,18 @@ def _load_launcher_module(kernel_dir: Path, row: Callable[..., Any], module_name
 
 
 def _numba_files(launch: Any) -> list[Path]:
+    """The launcher's finished index (``.nbi``) and object (``.nbc``) files.
+
+    numba writes each through a ``<name>.tmp.<id>`` file that it renames into
+    place; another process may be writing one right now, and deleting it would
+    fail that process's compile, so those are never listed.
+    """
     cache_path = Path(launch._cache.cache_path)
     if not cache_path.is_dir():
         return []
     prefix = f"{Path(_LAUNCHER_FILE).stem}."
-    return sorted(path for path in cache_path.iterdir() if path.name.startswith(prefix) and path.is_file())
+    return sorted(path for path in cache_path.iterdir()
+                  if path.name.startswith(prefix) and path.suffix in _NUMBA_SUFFIXES and path.is_file())
 
 
 def _drop_unlisted_files(launcher: CachedLauncher) -> None:

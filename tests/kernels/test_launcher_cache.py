@@ -101,6 +101,20 @@ def test_a_second_compile_loads_the_launcher_from_disk(cache_root: Path, rows: R
     assert set(second.cpu_cache.files()) == set(first.cpu_cache.files())
 
 
+def test_another_process_half_written_cache_file_is_left_alone(cache_root: Path, rows: RowsFactory) -> None:
+    # numba writes through "<file>.tmp.<id>" and renames it; deleting one would break that process's compile.
+    module = rows(2.0)
+    first = DualKernel(module.scale_row, "test.cache.scale")
+    _run(first)
+    index = next(name for name in first.cpu_cache.files() if name.endswith(".nbi"))
+    in_flight = Path(first.cpu.stats.cache_path) / f"{index}.tmp.0123456789abcdef"
+    in_flight.write_bytes(b"being written by another process")
+    second = DualKernel(module.scale_row, "test.cache.scale")
+    assert torch.equal(_run(second), 2.0 * torch.arange(N_ROWS, dtype=torch.float64))
+    assert in_flight.exists()
+    assert (_hits(second), _misses(second)) == (1, 0)
+
+
 def test_editing_a_helper_compiles_a_new_launcher(cache_root: Path, rows: RowsFactory) -> None:
     before = DualKernel(rows(2.0).scale_row, "test.cache.scale")
     _run(before)
