@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
+import os
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -99,6 +100,31 @@ def test_a_second_compile_loads_the_launcher_from_disk(cache_root: Path, rows: R
     assert (_hits(second), _misses(second)) == (1, 0)
     assert second.cpu_cache.directory == first.cpu_cache.directory
     assert set(second.cpu_cache.files()) == set(first.cpu_cache.files())
+
+
+_SECOND_PROCESS = """
+import sys, torch
+from foxhunt.kernels import Backend, DualKernel
+module = __import__(sys.argv[1])
+kernel = DualKernel(module.scale_row, "test.cache.scale")
+x = torch.arange(5, dtype=torch.float64)
+out = torch.zeros(5, dtype=torch.float64)
+kernel.launch(Backend.CPU, 5, (x, out))
+print(sum(kernel.cpu.stats.cache_hits.values()), sum(kernel.cpu.stats.cache_misses.values()), out.tolist())
+"""
+
+
+def test_another_process_loads_the_launcher_this_one_compiled(cache_root: Path, rows: RowsFactory,
+                                                              tmp_path: Path) -> None:
+    module = rows(2.0)
+    first = DualKernel(module.scale_row, "test.cache.scale")
+    _run(first)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), PYTHONHASHSEED="7")
+    other = subprocess.run([sys.executable, "-c", _SECOND_PROCESS, module.__name__], env=env, capture_output=True,
+                           text=True, check=True)
+    hits, misses, values = other.stdout.split(maxsplit=2)
+    assert (int(hits), int(misses)) == (1, 0), other.stderr
+    assert values.strip() == str([2.0 * i for i in range(N_ROWS)])
 
 
 def test_another_process_half_written_cache_file_is_left_alone(cache_root: Path, rows: RowsFactory) -> None:
