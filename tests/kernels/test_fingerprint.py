@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from foxhunt.dims import DimTable, auto
-from foxhunt.env.kernel import ENV_STEP
 from foxhunt.kernels.fingerprint import UncacheableRow, row_fingerprint
+from foxhunt_plugins.adaptive.health import HEALTH_KERNEL
 
 
 def _row_reading(value):
@@ -22,13 +22,13 @@ def _row_reading(value):
 
 
 def test_the_same_row_has_the_same_fingerprint_in_another_process() -> None:
-    # Another process (with another string-hash seed) must name the same cache entry,
-    # or every run would compile again.
-    script = "from foxhunt.env.kernel import ENV_STEP; from foxhunt.kernels.fingerprint import row_fingerprint; " \
-             "print(row_fingerprint(ENV_STEP.row))"
+    # Another process (with another string-hash seed) must name the same cache entry, or every run
+    # would compile again. The health kernel reads DimTable members, helpers of another module and constants.
+    script = "from foxhunt_plugins.adaptive.health import HEALTH_KERNEL; " \
+             "from foxhunt.kernels.fingerprint import row_fingerprint; print(row_fingerprint(HEALTH_KERNEL.row))"
     env = dict(os.environ, PYTHONHASHSEED="12345")
     other = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert other.stdout.strip() == row_fingerprint(ENV_STEP.row)
+    assert other.stdout.strip() == row_fingerprint(HEALTH_KERNEL.row)
 
 
 def test_a_constant_the_row_reads_changes_the_fingerprint() -> None:
