@@ -9,7 +9,7 @@ Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
 costs over the reported windows (median and interquartile range over seeds), the
 oracle's Sharpe on exactly those windows (synthetic markets: the calibrated
-threshold policy of ``foxhunt.data.oracle`` run through the same env physics and
+threshold policy of ``foxhunt.env.oracle`` run through the same env physics and
 EnvConfig), agent/oracle, buy-and-hold, trades, turnover and wall time. A
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
@@ -32,7 +32,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from foxhunt.data import LEARNING_SUITE, load, oracle_backtest, parse_spec
+from foxhunt.data import LEARNING_SUITE, load, parse_spec
+from foxhunt.env.oracle import oracle_backtest
 from foxhunt.data.synthetic import PREFIX
 
 REAL = {"eurusd": "eurusd-1h-2017", "sp500": "sp500-1d-1999-2018"}

@@ -122,3 +122,11 @@ def test_import_linter_contracts_are_kept():
     result = subprocess.run([command, "--config", str(ROOT / ".importlinter")], cwd=ROOT, capture_output=True,
                             text=True, env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("package", ["foxhunt.data", "foxhunt.env", "foxhunt.features", "foxhunt.kernels",
+                                     "foxhunt.learner", "foxhunt.trainer", "foxhunt.tune"])
+def test_every_package_imports_first_in_a_fresh_interpreter(package: str) -> None:
+    # a circular import between packages shows only when the cycle's far end is imported first
+    done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -4,7 +4,6 @@ Everything a run needs to turn a source string into validated bars::
 
     market = load("eurusd-1h-2017")                       # bundled
     market = load("synthetic:planted?bars=5000&seed=1")   # generated
-    oracle = oracle_backtest(load("synthetic:ar1?phi=0.2"), EnvConfig(), (4000, 5000))  # its oracle, under the physics
     market = load("prices.csv", "ES", timezone="America/Chicago")
 """
 
@@ -16,7 +15,6 @@ from foxhunt.data.dbn import load_dbn
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
 from foxhunt.data.load import load, load_from_config
 from foxhunt.data.market import BOOK, FLOW, OHLCV, DataReport, Gap, MarketData
-from foxhunt.data.oracle import ThresholdPolicy, oracle_backtest, oracle_policy, oracle_targets
 from foxhunt.data.synthetic import (
     Regime,
     SyntheticSpec,
@@ -47,7 +45,6 @@ __all__ = [
     "PRESETS",
     "Regime",
     "SyntheticSpec",
-    "ThresholdPolicy",
     "Trend",
     "generate",
     "list_datasets",
@@ -58,11 +55,8 @@ __all__ = [
     "load_from_config",
     "load_parquet",
     "market_conditional_mean",
-    "oracle_backtest",
-    "oracle_policy",
     "oracle_positions",
     "oracle_sharpe",
-    "oracle_targets",
     "parse_spec",
     "planted_sharpe",
     "preset",

@@ -31,7 +31,7 @@ __all__ = [
 DEFAULT_DATASET = "eurusd-1h-2017"
 
 # The synthetic markets of the learning benchmark (benchmarks/learning.py), each with an oracle under the
-# env physics (foxhunt.data.oracle). Hourly FX-like bars; 5,000 bars hold the default walk-forward folds.
+# env physics (foxhunt.env.oracle). Hourly FX-like bars; 5,000 bars hold the default walk-forward folds.
 # AR(1) strengths start at 0.1: weaker signals have oracle Sharpes (about 2.5 at phi = 0.05) below the
 # sampling error of an annualised Sharpe over the default 3 x 500 evaluation bars (about 2.4), so an
 # agent/oracle ratio there would measure noise. A seed is added per run.

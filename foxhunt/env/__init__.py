@@ -9,6 +9,7 @@ from __future__ import annotations
 from foxhunt.env.backtest import BacktestReport, BacktestResult, backtest, backtest_with_baselines, constant_policy
 from foxhunt.env.config import EnvConfig, physics_params
 from foxhunt.env.exploration import BranchExplorer, advantage_noise, boltzmann, epsilon_greedy
+from foxhunt.env.oracle import ThresholdPolicy, oracle_backtest, oracle_policy, oracle_targets
 from foxhunt.env.kernel import ENV_RESET, ENV_SIGNALS, ENV_STEP, run_env_reset, run_env_step
 from foxhunt.env.reference import ReferenceEnv
 from foxhunt.env.tables import EP, OHLCV, PS, RNG, PortfolioObs
@@ -28,6 +29,7 @@ __all__ = [
     "PortfolioObs",
     "RNG",
     "ReferenceEnv",
+    "ThresholdPolicy",
     "VectorEnv",
     "advantage_noise",
     "backtest",
@@ -36,6 +38,9 @@ __all__ = [
     "constant_policy",
     "env_keys",
     "epsilon_greedy",
+    "oracle_backtest",
+    "oracle_policy",
+    "oracle_targets",
     "physics_params",
     "run_env_reset",
     "run_env_step",

@@ -3,7 +3,7 @@
 A synthetic source is written ``synthetic:<kind>?key=value&key=value`` (grammar in
 docs/data.md). The loaded :class:`MarketData` carries the canonical spec (every key,
 defaults filled in) as its ``source``, so a market's model, and its oracle
-(:mod:`foxhunt.data.oracle`), can be recomputed from the market alone.
+(:mod:`foxhunt.env.oracle`), can be recomputed from the market alone.
 
 Modules: ``spec`` (grammar, kinds, defaults, instruments), ``markets`` (the
 generators), ``planted`` (the planted signal and its closed form), ``signal`` (each

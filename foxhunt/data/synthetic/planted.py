@@ -10,7 +10,7 @@ deviation of that conditional mean over the noise ``vol``; beta is solved from i
 The optimal unit policy ignoring fills holds ``sign(f_(t-1))`` over bar t;
 :func:`planted_sharpe` gives its Sharpe after a flat cost in closed form and
 :func:`oracle_sharpe` measures it on a market. The oracle under foxhunt's own
-physics is :func:`foxhunt.data.oracle.oracle_backtest`.
+physics is :func:`foxhunt.env.oracle.oracle_backtest`.
 """
 
 from __future__ import annotations

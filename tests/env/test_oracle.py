@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foxhunt.actions import Branch, Direction, OrderType, Urgency
-from foxhunt.data import LEARNING_SUITE, OHLCV, load, oracle_backtest, oracle_policy, oracle_targets
-from foxhunt.data.oracle import calibrate, oracle_orders, order_cost_per_contract, relative_cost, threshold_targets
+from foxhunt.data import LEARNING_SUITE, OHLCV, load
+from foxhunt.env.oracle import oracle_backtest, oracle_policy, oracle_targets
+from foxhunt.env.oracle import calibrate, oracle_orders, order_cost_per_contract, relative_cost, threshold_targets
 from foxhunt.data.synthetic import parse_spec
 from foxhunt.env.config import EnvConfig
 from foxhunt.errors import DataError
