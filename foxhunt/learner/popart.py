@@ -21,7 +21,7 @@ have their own scale). The EMA warms up like the health plugin's: update ``t``
 the plain average of every batch so far until ``1 / beta`` updates have passed
 and an EMA of rate ``beta`` after. Without the warm-up they started at
 ``(μ, σ) = (0, 1)`` and moved at ``beta = 3e-4`` per update: after a fold of a
-few thousand updates σ was still 0.6–1, whatever the returns' real scale, so
+few thousand updates σ was still 0.6–1.1, whatever the returns' real scale, so
 on a market whose returns are ~0.005 reward units every value stayed a few
 thousandths of the C51 support's minimum half-width (docs/learner.md, "Why
 bigger runs learned worse, and the fix"). They are training-persist state: they are coupled to the
