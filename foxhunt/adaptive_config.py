@@ -30,6 +30,8 @@ __all__ = [
     "GradBalanceConfig",
     "StaticConfig",
     "adaptive_config_of",
+    "FoldLength",
+    "fold_length_of",
 ]
 
 _positive = attrs.validators.gt(0.0)
@@ -133,7 +135,12 @@ class GammaConfig:
 
 @attrs.frozen
 class EpsilonConfig:
-    """``[adaptive.epsilon]``: per-branch exploration, linear decay over ``decay_fraction`` of the fold plus a health boost."""
+    """``[adaptive.epsilon]``: per-branch exploration, linear decay over ``decay_fraction`` of the fold plus a health boost.
+
+    The fold is measured in environment transitions (``train.epochs ×
+    train.env_steps_per_epoch``), so the same config explores the same share
+    of its data whatever ``env.n_envs`` and however the fold is cut into epochs.
+    """
 
     start: tuple[float, ...] = attrs.field(default=(1.0, 1.0, 1.0, 1.0), converter=_per_branch, validator=_branch_unit)
     end: tuple[float, ...] = attrs.field(default=(0.02, 0.02, 0.05, 0.05), converter=_per_branch, validator=_branch_unit)
@@ -227,3 +234,27 @@ def adaptive_config_of(config: Any) -> AdaptiveConfig:
     if not isinstance(section, AdaptiveConfig):
         raise TypeError(f"config.adaptive must be an AdaptiveConfig, got {type(section).__name__}")
     return section
+
+
+@attrs.frozen
+class FoldLength:
+    """How long a fold is, for schedules measured in environment transitions.
+
+    ``n_envs`` transitions per vector step; ``env_steps`` transitions per fold
+    (``epochs`` × the epoch's vector steps × ``n_envs``, as the trainer lays them out).
+    """
+
+    n_envs: int
+    env_steps: int
+
+
+def fold_length_of(config: Any) -> FoldLength:
+    """The fold length of a run config; the ``[env]`` and ``[train]`` defaults where a section is absent."""
+    from foxhunt.env.config import EnvConfig
+    from foxhunt.trainer.config import TrainConfig
+
+    env = getattr(config, "env", None)
+    train = getattr(config, "train", None)
+    n_envs = env.n_envs if isinstance(env, EnvConfig) else EnvConfig().n_envs
+    train = train if isinstance(train, TrainConfig) else TrainConfig()
+    return FoldLength(n_envs=n_envs, env_steps=train.epochs * train.plan(n_envs).env_steps)

@@ -171,9 +171,12 @@ def test_the_isv_is_bit_identical_around_every_monitor_call_over_a_run():
     rng = np.random.default_rng(0)
     for kernel in (k for k in kernels if k.point is KernelPoint.CONSTRUCT):
         kernel.run(KernelContext("cpu", Backend.CPU, isv=isv.tensor, layout=registries.layout))
+    counter = torch.zeros(1, dtype=torch.int64)  # the trainer's vector-step counter (ε counts the fold's transitions)
     for step in range(6):
         signals = _signals(rng)
-        context = KernelContext("cpu", Backend.CPU, isv=isv.tensor, layout=registries.layout, signals=signals)
+        counter.add_(1)
+        context = KernelContext("cpu", Backend.CPU, isv=isv.tensor, layout=registries.layout, signals=signals,
+                                step=counter)
         for kernel in (k for k in kernels if k.point is KernelPoint.STEP):
             kernel.run(context)
         isv.write("train.progress", step / 6)

@@ -26,6 +26,7 @@ __all__ = [
     "slot_offsets",
     "param_tensor",
     "signal_of",
+    "step_of",
     "read_or",
     "clamp",
 ]
@@ -64,6 +65,15 @@ def signal_of(context: KernelContext, name: str, shape: tuple[int, ...], kernel:
     if tensor.device != context.device:
         raise ValueError(f"kernel {kernel!r}: signal {name!r} is on {tensor.device}, the kernel runs on {context.device}")
     return tensor.reshape(shape)
+
+
+def step_of(context: KernelContext) -> torch.Tensor:
+    """The context's vector-step counter (``int64 [1]``, advanced by the trainer after every vector step)."""
+    if context.step is None:
+        raise KeyError("this kernel counts the fold's transitions: build the KernelContext with step= (the trainer's counter)")
+    if context.step.device != context.device:
+        raise ValueError(f"the step counter is on {context.step.device}, the kernel runs on {context.device}")
+    return context.step.reshape(1)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -1,8 +1,22 @@
-"""Per-branch exploration rate ε: a linear decay over the fold plus a boost as health falls.
+"""Per-branch exploration rate ε: a linear decay over the fold's transitions plus a boost as health falls.
 
 ``ε_sched_b = end_b + (start_b − end_b) × max(0, 1 − p / decay_fraction)`` over
-training progress ``p`` (slot ``train.progress``), and
+the share ``p`` of the fold's environment transitions collected so far, and
 ``ε_b = min(ceiling, ε_sched_b + health_boost × (1 − health))``.
+
+``p = (step − fold_start) × n_envs / fold_env_steps``: ``step`` is the
+trainer's vector-step counter (the kernel context's ``step``), ``fold_start``
+its value when the fold began (slot ``epsilon.fold_start``, written by the
+fold kernel), ``fold_env_steps = train.epochs × train.env_steps_per_epoch``
+(:func:`~foxhunt.adaptive_config.fold_length_of`). Why transitions and not the
+epoch index (``train.progress``, which this kernel read before): with the
+epoch index, ε stayed at ``start`` for the whole first epoch and dropped in
+steps at epoch boundaries, so a run with few long epochs (the GPU profile: 3
+epochs of ~1M transitions) spent a third of its data at ε = 1 and then
+switched to near-greedy at once; docs/learner.md ("Why bigger runs learned
+worse") has the measurements. Counted in transitions, the same config gives
+the same ε at the same amount of data whatever ``env.n_envs`` and the epoch
+count. The counter is float32 in the ISV: exact up to 2^24 vector steps.
 
 Why the boost: an unhealthy learner tends to confirm its own estimates on
 the data its greedy policy generates; more exploration brings in transitions
@@ -17,8 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of
-from foxhunt.core_declarations import PROGRESS
+from foxhunt.adaptive_config import adaptive_config_of, fold_length_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -26,12 +39,13 @@ from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monito
 from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
-from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets
+from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets, step_of
 
-__all__ = ["VALUE", "EPSILON_INIT", "EpsilonSlot", "EpsilonParam", "EpsilonMonitor", "EPSILON_KERNEL",
+__all__ = ["VALUE", "FOLD_START", "EPSILON_INIT", "FOLD_START_KERNEL", "EpsilonSlot", "EpsilonParam", "EpsilonMonitor", "EPSILON_KERNEL",
            "epsilon_params", "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
 VALUE = "epsilon.branch"
+FOLD_START = "epsilon.fold_start"
 HEALTH = "health.value"
 EPSILON_INIT = 1.0  # before a fold's first update the Q-network has learnt nothing of this fold: explore fully
 
@@ -40,7 +54,7 @@ class EpsilonSlot(DimTable):
     """Positions in the ε kernel's slot-offset vector."""
 
     VALUE = auto()
-    PROGRESS = auto()
+    FOLD_START = auto()
     HEALTH = auto()
 
 
@@ -52,12 +66,15 @@ class EpsilonParam(DimTable):
     DECAY_FRACTION = auto()
     HEALTH_BOOST = auto()
     CEILING = auto()
+    N_ENVS = auto()
+    FOLD_ENV_STEPS = auto()
 
 
 @device_function
 def _epsilon_row(b, args):
-    isv, off, prm = args
-    progress = clamp(isv[off[EpsilonSlot.PROGRESS]], 0.0, 1.0)
+    isv, off, prm, step = args
+    done = (step[0] - isv[off[EpsilonSlot.FOLD_START]]) * prm[b, EpsilonParam.N_ENVS]
+    progress = clamp(done / prm[b, EpsilonParam.FOLD_ENV_STEPS], 0.0, 1.0)
     health = clamp(read_or(isv, off[EpsilonSlot.HEALTH], 1.0), 0.0, 1.0)
     end = prm[b, EpsilonParam.END]
     remaining = max(0.0, 1.0 - progress / prm[b, EpsilonParam.DECAY_FRACTION])
@@ -69,9 +86,19 @@ def _epsilon_row(b, args):
 EPSILON_KERNEL = DualKernel(_epsilon_row, "epsilon.update")
 
 
+@device_function
+def _fold_start_row(i, args):
+    isv, off, step = args
+    isv[off[EpsilonSlot.FOLD_START]] = step[0]
+
+
+FOLD_START_KERNEL = DualKernel(_fold_start_row, "epsilon.fold_start")
+
+
 def epsilon_params(config: Any) -> list[list[float]]:
     """Parameter table ``[Branch, EpsilonParam]``."""
     cfg = adaptive_config_of(config).epsilon
+    fold = fold_length_of(config)
     table = [[0.0] * EpsilonParam.size() for _ in Branch]
     for branch in Branch:
         row = table[branch]
@@ -80,6 +107,8 @@ def epsilon_params(config: Any) -> list[list[float]]:
         row[EpsilonParam.DECAY_FRACTION] = cfg.decay_fraction
         row[EpsilonParam.HEALTH_BOOST] = cfg.health_boost
         row[EpsilonParam.CEILING] = cfg.ceiling
+        row[EpsilonParam.N_ENVS] = fold.n_envs
+        row[EpsilonParam.FOLD_ENV_STEPS] = fold.env_steps
     return table
 
 
@@ -95,7 +124,9 @@ class EpsilonMonitor(AdaptiveMonitor):
 def foxhunt_declare(registrar: Registrar) -> None:
     registrar.slot(VALUE, width=len(Branch), init=EPSILON_INIT,
                    doc="exploration rate per action branch [Branch], read by the policy when it samples actions")
-    registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from progress and health at every update")
+    registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from the fold's transitions and health at every update")
+    registrar.slot(FOLD_START, doc="the trainer's vector-step counter when the fold began (ε counts the fold's transitions from it)")
+    registrar.state(FOLD_START, ResetCategory.FOLD_RESET, doc="written by the fold kernel at every fold boundary")
     registrar.state(MONITOR_STATE_PREFIX + EpsilonMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
                     doc="fire-rate statistics of the ε monitor (per fold)")
 
@@ -104,19 +135,31 @@ def foxhunt_declare(registrar: Registrar) -> None:
 def foxhunt_kernels(config: Any) -> list[Kernel]:
     params = epsilon_params(config)
 
+    def offsets(context):
+        return slot_offsets(context, (VALUE, FOLD_START, HEALTH), optional=(HEALTH,))
+
     def bind(context):
-        offsets = slot_offsets(context, (VALUE, PROGRESS, HEALTH), optional=(HEALTH,))
-        return [(EPSILON_KERNEL, N_BRANCHES, (context.isv, offsets, param_tensor(params, context)))]
+        return [(EPSILON_KERNEL, N_BRANCHES, (context.isv, offsets(context), param_tensor(params, context), step_of(context)))]
+
+    def bind_fold(context):
+        return [(FOLD_START_KERNEL, 1, (context.isv, offsets(context), step_of(context)))]
 
     return [
+        Kernel(
+            name="epsilon.fold_start",
+            point=KernelPoint.FOLD,
+            run=BoundRun(bind_fold),
+            description="records the vector-step counter at the fold's start (ε counts the fold's transitions)",
+            writes=(FOLD_START,),
+        ),
         Kernel(
             name="epsilon.update",
             point=KernelPoint.STEP,
             run=BoundRun(bind),
-            description="per-branch exploration: linear decay over train.progress plus a boost as health falls",
+            description="per-branch exploration: linear decay over the fold's transitions plus a boost as health falls",
             writes=(VALUE,),
-            reads=(PROGRESS, HEALTH),
-        )
+            reads=(FOLD_START, HEALTH),
+        ),
     ]
 
 

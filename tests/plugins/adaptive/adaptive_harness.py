@@ -51,6 +51,7 @@ class Run:
     isv: ISV
     kernels: dict[str, Kernel]
     monitors: list[Any]
+    step: torch.Tensor  # the trainer's vector-step counter, int64 [1]
 
     @property
     def layout(self):
@@ -61,7 +62,7 @@ class Run:
         return self.host.registries.state
 
     def context(self, backend: Backend, device: str, signals: dict[str, torch.Tensor]) -> KernelContext:
-        return KernelContext(device, backend, isv=self.isv.tensor, layout=self.layout, signals=signals)
+        return KernelContext(device, backend, isv=self.isv.tensor, layout=self.layout, signals=signals, step=self.step)
 
     def points(self, point: KernelPoint) -> list[Kernel]:
         return [k for k in self.kernels.values() if k.point is point]
@@ -80,7 +81,7 @@ def build_run(names: Iterable[str] = MECHANISMS, config: Any = None, device: str
     kernels = {kernel.name: kernel for kernel in host.kernels(config)}
     monitors = host.monitors(config)
     attach_monitors(registries.state, monitors)
-    return Run(host, isv, kernels, monitors)
+    return Run(host, isv, kernels, monitors, torch.zeros(1, dtype=torch.int64, device=device))
 
 
 def random_signals(rng: np.random.Generator, device: str = "cpu", envs: int = 7) -> dict[str, torch.Tensor]:
@@ -110,8 +111,10 @@ def random_signals(rng: np.random.Generator, device: str = "cpu", envs: int = 7)
 
 
 def randomize_isv(run: Run, rng: np.random.Generator) -> None:
-    """Plausible random values in every adaptive slot and the trainer's progress slots (not the fingerprint)."""
+    """Plausible random values in every adaptive slot, the trainer's progress slots and step counter (not the fingerprint)."""
+    run.step.fill_(int(rng.integers(0, 5000)))
     values = {
+        "epsilon.fold_start": float(rng.integers(0, 5000)),
         "train.progress": rng.uniform(0.0, 1.0),
         "health.value": rng.uniform(0.0, 1.0),
         "health.count": float(rng.integers(0, 4)),

@@ -15,9 +15,10 @@ from foxhunt.actions import Branch
 from foxhunt.env.tables import PS
 from foxhunt_plugins.adaptive import epsilon, gamma, grad_balance, health, kelly, static, support, tau
 
-__all__ = ["REFERENCES", "optional_health"]
+__all__ = ["REFERENCES", "STEP", "optional_health"]
 
 N = len(Branch)
+STEP = "trainer.step"  # the kernel context's step counter, handed to the references with the signals
 
 
 def _span(layout, name):
@@ -89,12 +90,20 @@ def epsilon_ref(isv, layout, prm, sig):
     P = epsilon.EpsilonParam
     out = isv.copy()
     table = np.asarray(prm, dtype=np.float64)
-    p = float(np.clip(np.float64(out[_span(layout, "train.progress")][0]), 0.0, 1.0))
+    start = np.float64(out[_span(layout, epsilon.FOLD_START)][0])
+    done = (float(sig[STEP][0]) - start) * table[:, P.N_ENVS]
+    p = np.clip(done / table[:, P.FOLD_ENV_STEPS], 0.0, 1.0)
     h = optional_health(out, layout)
     remaining = np.maximum(0.0, 1.0 - p / table[:, P.DECAY_FRACTION])
     scheduled = table[:, P.END] + (table[:, P.START] - table[:, P.END]) * remaining
     boosted = scheduled + table[:, P.HEALTH_BOOST] * (1.0 - h)
     out[_span(layout, epsilon.VALUE)] = np.clip(boosted, 0.0, table[:, P.CEILING])
+    return out
+
+
+def epsilon_fold_start_ref(isv, layout, prm, sig):
+    out = isv.copy()
+    out[_span(layout, epsilon.FOLD_START)] = float(sig[STEP][0])
     return out
 
 
@@ -160,6 +169,7 @@ REFERENCES = {
     "tau.update": (tau_ref, tau.tau_params),
     "gamma.update": (gamma_ref, gamma.gamma_params),
     "epsilon.update": (epsilon_ref, epsilon.epsilon_params),
+    "epsilon.fold_start": (epsilon_fold_start_ref, epsilon.epsilon_params),
     "kelly.update": (kelly_ref, kelly.kelly_params),
     "support.update": (support_ref, support.support_params),
     "grad_balance.update": (grad_balance_ref, grad_balance.grad_balance_params),

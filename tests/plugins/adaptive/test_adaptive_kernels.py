@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from adaptive_harness import BACKENDS, MECHANISMS, build_run, changed_slots, isv_array, random_signals, randomize_isv
-from adaptive_reference import REFERENCES
+from adaptive_reference import REFERENCES, STEP
 
 from foxhunt.actions import Branch
 from foxhunt.adaptive_config import AdaptiveConfig, GradBalanceConfig, HealthConfig, KellyConfig, SupportConfig, TauConfig
@@ -30,8 +30,10 @@ class _Config:
         self.adaptive = adaptive
 
 
-def _signals_np(signals: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    return {name: tensor.detach().cpu().numpy() for name, tensor in signals.items()}
+def _signals_np(signals: dict[str, torch.Tensor], step: torch.Tensor) -> dict[str, np.ndarray]:
+    host = {name: tensor.detach().cpu().numpy() for name, tensor in signals.items()}
+    host[STEP] = step.cpu().numpy()
+    return host
 
 
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
@@ -47,7 +49,7 @@ def test_every_kernel_matches_its_float64_reference(backend, device, config_name
         if trial == 0:  # no trade anywhere yet: the warm-up leaves the cap at the safety factor
             signals["env.portfolio"][:, [PS.WINS, PS.LOSSES, PS.WIN_SUM, PS.LOSS_SUM]] = 0.0
         context = run.context(backend, device, signals)
-        host_signals = _signals_np(signals)
+        host_signals = _signals_np(signals, run.step)
         for name, kernel in run.kernels.items():
             reference, params = REFERENCES[name]
             before = isv_array(run)
@@ -72,7 +74,7 @@ def test_kernels_without_the_health_plugin_read_health_as_one(backend, device):
     for name, kernel in run.kernels.items():
         reference, params = REFERENCES[name]
         before = isv_array(run)
-        expected = reference(before, run.layout, params(None), _signals_np(signals))
+        expected = reference(before, run.layout, params(None), _signals_np(signals, run.step))
         kernel.run(context)
         after = isv_array(run)
         for slot in kernel.writes:
@@ -84,6 +86,7 @@ def test_kernel_points_and_ownership():
     run = build_run()
     points = {name: kernel.point for name, kernel in run.kernels.items()}
     assert points.pop("static.write") is KernelPoint.CONSTRUCT
+    assert points.pop("epsilon.fold_start") is KernelPoint.FOLD
     assert set(points.values()) == {KernelPoint.STEP}
     for kernel in run.kernels.values():
         for slot in kernel.writes:
