@@ -16,15 +16,7 @@ statistics, and its unnormalised prediction drifts by O(popart_beta) per update
 until the targets pull it back (docs/learner.md, "PopArt").
 
 Statistics are per branch (each branch discounts with its own γ, so its returns
-have their own scale). The EMA warms up like the health plugin's: update ``t``
-(from 0) moves the statistics at rate ``max(beta, 1 / (t + 1))``, so they are
-the plain average of every batch so far until ``1 / beta`` updates have passed
-and an EMA of rate ``beta`` after. Without the warm-up they started at
-``(μ, σ) = (0, 1)`` and moved at ``beta = 3e-4`` per update: after a fold of a
-few thousand updates σ was still 0.6–1.1, whatever the returns' real scale, so
-on a market whose returns are ~0.005 reward units every value stayed a few
-thousandths of the C51 support's minimum half-width (docs/learner.md, "Why
-bigger runs learned worse, and the fix"). They are training-persist state: they are coupled to the
+have their own scale). They are training-persist state: they are coupled to the
 persisted network weights, and resetting them alone would change every output.
 """
 
@@ -48,7 +40,6 @@ class PopArt(nn.Module):
         self.enabled = enabled
         self.register_buffer("mu", torch.zeros(n_branches, device=device, dtype=dtype))
         self.register_buffer("nu", torch.ones(n_branches, device=device, dtype=dtype))
-        self.register_buffer("count", torch.zeros((), device=device, dtype=dtype))  # updates seen (warm-up)
 
     @property
     def sigma(self) -> torch.Tensor:
@@ -71,10 +62,8 @@ class PopArt(nn.Module):
         if not self.enabled:
             return
         mu_old, sigma_old = self.mu.clone(), self.sigma
-        rate = torch.clamp(1.0 / (self.count + 1.0), min=self.beta)  # a device tensor: no host sync
-        self.mu.lerp_(targets.mean(0), rate)
-        self.nu.lerp_((targets * targets).mean(0), rate)
-        self.count.add_(1.0)
+        self.mu.lerp_(targets.mean(0), self.beta)
+        self.nu.lerp_((targets * targets).mean(0), self.beta)
         self.rescale(mu_old, sigma_old, layers)
 
     @torch.no_grad()

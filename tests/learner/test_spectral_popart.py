@@ -84,27 +84,3 @@ def test_learner_popart_step_preserves_target_outputs(make_learner, kit) -> None
     after = unnormalised_outputs(learner.target, learner.popart, obs, taus)
     for a, b in zip(before, after, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
-
-
-def test_popart_statistics_are_the_running_average_until_one_over_beta_updates() -> None:
-    """The warm-up: statistics equal the average of every batch so far, whatever (0, 1) they started from."""
-    beta = 1e-3
-    popart = PopArt(len(Branch), 3, beta=beta, sigma_min=1e-6, enabled=True, dtype=torch.float64)
-    g = torch.Generator().manual_seed(5)
-    batches = [0.004 + 0.005 * torch.randn(256, len(Branch), generator=g, dtype=torch.float64) for _ in range(40)]
-    for t, batch in enumerate(batches, start=1):
-        popart.update(batch, [])
-        seen = torch.cat(batches[:t])
-        torch.testing.assert_close(popart.mu, seen.mean(0))
-        torch.testing.assert_close(popart.nu, (seen * seen).mean(0))
-    # σ follows the returns' own scale (5e-3), not the (0, 1) it started from
-    assert torch.allclose(popart.sigma, torch.full((len(Branch),), 0.005, dtype=torch.float64), rtol=0.05)
-
-
-def test_popart_rate_settles_at_beta() -> None:
-    popart = PopArt(1, 1, beta=0.25, sigma_min=1e-6, enabled=True, dtype=torch.float64)
-    for _ in range(4):  # rates 1, 1/2, 1/3, then beta = 1/4
-        popart.update(torch.ones(8, 1, dtype=torch.float64), [])
-    popart.update(torch.full((8, 1), 5.0, dtype=torch.float64), [])
-    torch.testing.assert_close(popart.mu, torch.tensor([1.0 + 0.25 * 4.0], dtype=torch.float64))
-    assert float(popart.count) == 5.0
