@@ -20,7 +20,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from foxhunt.errors import ConfigError
 
-__all__ = ["converter", "structure", "unstructure", "load_toml", "apply_overrides", "parse_override"]
+__all__ = ["converter", "structure", "unstructure", "load_toml", "apply_overrides", "parse_override", "deep_copy"]
 
 T = TypeVar("T")
 
@@ -127,7 +127,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     """Apply ``--set`` overrides to nested plain data (copying the dicts it changes)."""
-    result = _deep_copy(data)
+    result = deep_copy(data)
     for text in overrides:
         keys, value = parse_override(text)
         node = result
@@ -141,5 +141,6 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return result
 
 
-def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+def deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of nested plain config data whose dicts can be changed without touching ``data``."""
+    return {k: deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from foxhunt.config_loading import deep_copy
+
 __all__ = ["PROFILES", "PROFILE_NAMES", "resolve_profile", "apply_profile"]
 
 # Dotted config key -> value. The CPU profile is the config classes' own defaults.
@@ -57,7 +59,7 @@ def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
     profile = resolve_profile(data)
     if profile not in PROFILES:
         return data  # an unknown name: the config's own validator reports it with the key path
-    result = _deep_copy(data)
+    result = deep_copy(data)
     for dotted, value in PROFILES[profile].items():
         *sections, key = dotted.split(".")
         node = result
@@ -73,6 +75,3 @@ def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
         run["profile"] = profile
     return result
 
-
-def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
