@@ -36,7 +36,7 @@ from foxhunt.trainer.trainer import Trainer
 DATA = "synthetic:planted?bars=20000&seed=1"
 
 
-def run_main_job(device: str, epochs: int, extra: list[str], out: Path) -> tuple[list[dict], dict, float]:
+def run_main_job(device: str, epochs: int, extra: list[str], out: Path) -> tuple[list[dict], float]:
     command = [
         sys.executable, "-m", "foxhunt.cli.main", "train", "--data", DATA, "--device", device, "--no-progress",
         "--out", str(out), "--set", f"train.epochs={epochs}", "--set", "folds.n_folds=1",
@@ -48,8 +48,7 @@ def run_main_job(device: str, epochs: int, extra: list[str], out: Path) -> tuple
         sys.exit(f"foxhunt train failed ({done.returncode}):\n{done.stderr[-4000:]}")
     wall = time.perf_counter() - started
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    config = (out / "config.toml").read_text()
-    return rows, {"config": config}, wall
+    return rows, wall
 
 
 def collection_rate(device: str, n_envs: int, steps: int) -> float:
@@ -83,7 +82,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     with tempfile.TemporaryDirectory() as directory:
-        rows, _, wall = run_main_job(args.device, args.epochs, args.extra, Path(directory) / "run")
+        rows, wall = run_main_job(args.device, args.epochs, args.extra, Path(directory) / "run")
     print(f"## foxhunt train --device {args.device} --data '{DATA}' (profile defaults, {args.epochs} epochs, 1 fold)")
     print()
     print("| epoch | env steps/s (policy in loop) | updates/s | updates | train s | validation s | val Sharpe |")
