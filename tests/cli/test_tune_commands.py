@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "foxhunt_tune_cli_testkit", Path(__file__).resolve().parents[1] / "trainer" / "trainer_testkit.py"
-)
-kit: ModuleType = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kit)
+import trainer_testkit as kit
 
 SPACE = """
 [space."learner.lr"]

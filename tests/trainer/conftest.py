@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainer_testkit import LIVE, invoke, train_args
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Features are cached under a temporary directory, never the user's home cache."""
-    cache = tmp_path_factory.mktemp("foxhunt-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
-        yield cache
+from trainer_testkit import LIVE, _private_feature_cache, invoke, train_args  # noqa: F401 - a fixture
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog
 from click.testing import CliRunner, Result
 
@@ -43,6 +44,15 @@ class StopAfter:
         if not self.metrics.exists():
             return False
         return len(self.metrics.read_text(encoding="utf-8").splitlines()) >= self.lines
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Features are cached under a temporary directory, never the user's home cache."""
+    cache = tmp_path_factory.mktemp("foxhunt-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
+        yield cache
 
 
 def set_args(overrides: Sequence[str]) -> list[str]:
