@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import base64
 import csv
-import importlib.util
 import json
 import math
 import shutil
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import attrs
@@ -29,11 +27,7 @@ from foxhunt.config import load_config
 from foxhunt.data import load
 from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS
 
-_spec = importlib.util.spec_from_file_location(
-    "foxhunt_trainer_testkit", Path(__file__).resolve().parents[1] / "trainer" / "trainer_testkit.py"
-)
-kit: ModuleType = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kit)
+import trainer_testkit as kit
 
 BUILT_IN_PLUGINS = (
     "market_env", "c51", "mse", "cql", "iqn", "ensemble", "health", "tau", "gamma", "epsilon", "kelly", "support",
