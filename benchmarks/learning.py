@@ -76,6 +76,11 @@ def run_once(name: str, seed: int, device: str, overrides: list[str], threads: i
     from foxhunt.trainer.trainer import Trainer
 
     torch.set_num_threads(threads)
+    # numba's CPU kernels otherwise use every core in every process: with --jobs > 1 the pools
+    # oversubscribe the machine and spin against each other (measured 5x slower on 2 cores).
+    import numba
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     # A benchmark is a program, so it may configure logging: keep the table readable.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     source = source_for(name, seed)
