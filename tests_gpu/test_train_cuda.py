@@ -131,3 +131,16 @@ def test_compiled_collection_draws_the_same_actions_as_eager(tmp_path_factory) -
         stored.append((replay.actions.clone(), replay.obs.clone(), replay.rewards.clone(), trainer.action_counts.clone()))
     for eager, compiled in zip(*stored, strict=True):
         assert torch.equal(eager, compiled)
+
+
+def test_every_fold_captures_its_own_graphs(tmp_path_factory) -> None:
+    """A fold boundary drops the graphs; the next fold captures and replays again (a whole two-fold run)."""
+    config = load_config(None, [*SHORT, "folds.n_folds=2", "folds.train_bars=1000", "folds.validation_bars=200",
+                                "folds.test_bars=200"])
+    trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("two_folds")), show_progress=False)
+    summary = trainer.run()
+    assert len(summary["folds"]) == 2
+    assert trainer.graphs.captures == {"collect": 2, "update": 2}
+    per_fold_collect = VECTOR_STEPS - WARMUP_CALLS
+    assert trainer.graphs.replays["collect"] == 2 * per_fold_collect
+    assert math.isfinite(summary["overall"]["agent"]["sharpe"])

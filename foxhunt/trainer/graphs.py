@@ -83,6 +83,10 @@ class StepGraphs:
             half.eager_calls = 0
         if self.enabled:
             torch.cuda.synchronize()  # a graph still replaying must finish before its memory is released
+            # Dropping every graph of a pool releases the pool itself; capturing into its old handle again trips
+            # an internal assert of torch's caching allocator (seen at the second fold of a run), so each fold's
+            # graphs get a fresh pool.
+            self._pool = torch.cuda.graph_pool_handle()
 
     def _on_side_stream(self, run: Callable[[], None]) -> None:
         stream = self._stream
