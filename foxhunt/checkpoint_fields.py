@@ -68,6 +68,18 @@ class _Reader:
             raise self.fail(f"{prefix}{key}", f"is negative ({value})")
         return value
 
+    def numbers(self, key: str, parent: Mapping[str, Any], prefix: str) -> list[float]:
+        values = self.get(key, list, parent, prefix)
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise self.fail(f"{prefix}{key}", "must be a non-empty list of finite numbers")
+        return values
+
+    def metrics(self, key: str, parent: Mapping[str, Any], prefix: str) -> dict[str, float]:
+        values = self.get(key, dict, parent, prefix)
+        for name in values:
+            self.get(name, (int, float), values, f"{prefix}{key}.")
+        return values
+
     def window(self, key: str, optional: bool = False) -> tuple[int, int] | None:
         value = self.get(key, list, optional=optional)
         if value is None:
@@ -145,8 +157,9 @@ class ResumeRecord:
     monitors: dict[str, tuple[int, int]]
 
 
-def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int) -> ResumeRecord:
-    """The resume position, checked against the run's ``n_folds`` folds of ``epochs`` epochs."""
+def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int,
+                       policies: tuple[str, ...]) -> ResumeRecord:
+    """The resume position, checked against the run's ``n_folds`` folds of ``epochs`` epochs and its ``policies``."""
     reader = _Reader(metadata, directory)
     position = reader.get("position", dict)
     fold, epoch = reader.count("fold", position, "position."), reader.count("epoch", position, "position.")
@@ -155,11 +168,29 @@ def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: in
     if epoch >= epochs:
         raise reader.fail("position.epoch", f"is {epoch}, past the run's last epoch ({epochs - 1})")
     best = reader.get("best", dict, position, "position.", optional=True)
-    if best is not None:
+    if best is not None:  # the fold's best epoch so far: compared against, then reported when the fold ends
         reader.get("score", (int, float), best, "position.best.", optional=True)
+        reader.count("epoch", best, "position.best.")
+        reader.metrics("agent", best, "position.best.")
+        reader.numbers("equity", best, "position.best.")
     results = reader.get("results", list, position, "position.")
-    if len(results) != fold or not all(isinstance(r, dict) for r in results):
-        raise reader.fail("position.results", f"must hold one result object per finished fold ({fold})")
+    if len(results) != fold:
+        raise reader.fail("position.results", f"holds {len(results)} results, expected one per finished fold ({fold})")
+    if any(isinstance(result, dict) and "test" not in result for result in results):
+        raise CheckpointError(
+            f"{directory}: this run was stopped by a foxhunt that reported folds without a test window; "
+            "its finished folds cannot be summarised with the new walk-forward layout. Start a new run"
+        )
+    for index, result in enumerate(results):  # the finished folds' figures go into summary.json as they are
+        prefix = f"position.results.{index}."
+        reader.get(str(index), dict, {str(index): result}, "position.results.")
+        curves = reader.get("curves", dict, result, prefix)
+        for window in ("test", "validation"):
+            reader.get(window, dict, result, prefix)
+            window_curves = reader.get(window, dict, curves, f"{prefix}curves.")
+            for policy in policies:
+                reader.metrics(policy, result[window], f"{prefix}{window}.")
+                reader.numbers(policy, window_curves, f"{prefix}curves.{window}.")
     monitors = {}
     saved_monitors = reader.get("monitors", dict, optional=True) or {}
     for name in saved_monitors:

@@ -28,6 +28,7 @@ from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, save_checkpoint
 from foxhunt.checkpoint_fields import expect_tensors, naming_the_file, read_resume_record
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError
+from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
     from foxhunt.folds import Fold
@@ -161,7 +162,7 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue."""
     directory = resume_checkpoint_dir(run_path)
     tensors, metadata = load_checkpoint(directory, trainer.layout)
-    record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs)
+    record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs, POLICIES)
     if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
     tensor_path = directory / TENSORS_FILE
@@ -175,11 +176,6 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     for monitor in trainer.monitors:
         if monitor.name in record.monitors:
             monitor.observations, monitor.fires = record.monitors[monitor.name]
-    if any("test" not in result for result in record.results):
-        raise CheckpointError(
-            f"{directory}: this run was stopped by a foxhunt that reported folds without a test window; "
-            "its finished folds cannot be summarised with the new walk-forward layout. Start a new run"
-        )
     position = Position(record.fold, record.epoch, record.best, record.results)
     trainer.run_dir.truncate_metrics(record.metric_lines)
     if position.epoch > 0:
