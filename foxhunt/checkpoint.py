@@ -76,7 +76,9 @@ def metadata_digest(metadata: Mapping[str, Any]) -> str:
     integrity = content.get(INTEGRITY_KEY)
     if isinstance(integrity, Mapping):
         content[INTEGRITY_KEY] = {k: v for k, v in integrity.items() if k != "metadata_sha256"}
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    # NaN and Infinity are written as JSON's common extension (as json.dumps does when saving), so a metric
+    # that overflowed still gives a checkpoint that can be saved, hashed and read back to the same digest
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
@@ -137,6 +139,8 @@ def read_metadata(path: Path) -> dict[str, Any]:
         metadata = json.loads(meta_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{meta_path}: metadata is not valid JSON ({error}); {_DAMAGED}") from None
+    except RecursionError:  # nesting deeper than any checkpoint writes
+        raise CheckpointError(f"{meta_path}: metadata is nested too deeply to read; {_DAMAGED}") from None
     except OSError as error:
         raise CheckpointError(f"{meta_path}: metadata cannot be read ({error.strerror})") from None
     if not isinstance(metadata, dict):
@@ -168,11 +172,7 @@ def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Pa
             f"{source / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); the checkpoint was "
             f"written by a foxhunt without one, or {_DAMAGED}"
         )
-    try:
-        expected_metadata = metadata_digest(metadata)
-    except ValueError:  # NaN or infinity in the JSON: save_checkpoint never writes them
-        expected_metadata = ""
-    if integrity["metadata_sha256"] != expected_metadata:
+    if integrity["metadata_sha256"] != metadata_digest(metadata):
         raise CheckpointError(f"{source / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")
     if integrity["tensors_sha256"] != _file_sha256(tensor_path):
         raise CheckpointError(f"{tensor_path}: tensor file does not match the SHA-256 in its metadata; {_DAMAGED}")

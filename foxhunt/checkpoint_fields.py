@@ -54,11 +54,10 @@ class _Reader:
         value = mapping[key]
         if value is None and optional:
             return None
+        kinds = kind if isinstance(kind, tuple) else (kind,)
         # bool is an int to Python; a JSON true where a count belongs is a type error all the same
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(path, "is true/false, not a number")
-        if not isinstance(value, kind):
-            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+            names = " or ".join(k.__name__ for k in kinds)
             raise self.fail(path, f"is a {type(value).__name__}, expected {names}")
         return value
 
@@ -70,8 +69,8 @@ class _Reader:
 
     def numbers(self, key: str, parent: Mapping[str, Any], prefix: str) -> list[float]:
         values = self.get(key, list, parent, prefix)
-        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
-            raise self.fail(f"{prefix}{key}", "must be a non-empty list of finite numbers")
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise self.fail(f"{prefix}{key}", "must be a non-empty list of numbers")
         return values
 
     def metrics(self, key: str, parent: Mapping[str, Any], prefix: str) -> dict[str, float]:

@@ -146,3 +146,9 @@ def test_non_finite_values_are_refused_naming_the_tensor(tmp_path: Path) -> None
     path = save_checkpoint(tmp_path / "ckpt", {"isv": ISV(LAYOUT).tensor, "net.weight": weight}, {}, LAYOUT)
     with pytest.raises(CheckpointError, match="tensor 'net.weight' holds NaN or infinite values"):
         load_checkpoint(path, LAYOUT)
+
+
+def test_metadata_nested_beyond_any_checkpoint_is_refused(checkpoint: Path) -> None:
+    (checkpoint / METADATA_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        load_checkpoint(checkpoint, LAYOUT)
