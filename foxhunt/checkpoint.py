@@ -169,8 +169,8 @@ def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Pa
     integrity = metadata.get(INTEGRITY_KEY)
     if not (isinstance(integrity, Mapping) and all(isinstance(integrity.get(k), str) for k in ("tensors_sha256", "metadata_sha256"))):
         raise CheckpointError(
-            f"{source / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); the checkpoint was "
-            f"written by a foxhunt without one, or {_DAMAGED}"
+            f"{source / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); it was written before "
+            "checkpoints carried one, or it was altered. Train again to get a checkpoint that can be checked"
         )
     if integrity["metadata_sha256"] != metadata_digest(metadata):
         raise CheckpointError(f"{source / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")

@@ -361,7 +361,7 @@ class Learner:
     def load_policy_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`policy_state_dict` output in place (e.g. for ``foxhunt backtest``)."""
         live = {n: t for n, t in self._state_tensors().items() if n.startswith(self.POLICY_PREFIXES)}
-        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape", self.generator)
+        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape or precision", self.generator)
 
     def attach_state(self, registry: Any) -> None:
         """Bind the live objects to the learner's state-reset entries (see :mod:`foxhunt.learner.declarations`)."""
