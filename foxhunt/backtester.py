@@ -22,14 +22,16 @@ from typing import Any
 
 import attrs
 import numpy as np
+import torch
 
-from foxhunt.checkpoint import load_checkpoint, read_metadata, verify_layout
+from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, read_metadata, verify_layout
+from foxhunt.checkpoint_fields import PolicyRecord, expect_tensors, naming_the_file, read_policy_record
 from foxhunt.config import FoxhuntConfig
 from foxhunt.config_loading import structure
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.tables import PortfolioObs
-from foxhunt.errors import CheckpointError
+from foxhunt.errors import CheckpointError, ConfigError, FoxhuntError
 from foxhunt.features import FeatureSet, Normalizer, compute_features
 from foxhunt.isv import ISV
 from foxhunt.learner import Learner
@@ -71,22 +73,25 @@ def plugin_set_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]
     return lines
 
 
-def _load_config(metadata: dict[str, Any], source: str) -> FoxhuntConfig:
-    if "config" not in metadata:
-        raise CheckpointError(f"{source}: checkpoint metadata has no config; it is not a foxhunt policy checkpoint")
-    return structure(metadata["config"], FoxhuntConfig, source=f"{source} (saved config)")
+def _load_config(record: PolicyRecord, source: str) -> FoxhuntConfig:
+    try:
+        return structure(record.config, FoxhuntConfig, source=f"{source} (saved config)")
+    except ConfigError as error:  # the saved config is part of the checkpoint: a bad one is a bad checkpoint
+        raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
 
 
-def _saved_window(metadata: dict[str, Any], window: str, source: str) -> tuple[int, int]:
-    """The checkpoint's ``window`` ("test" or "validation") as bar indices into its own data."""
-    saved = metadata.get(f"{window}_window")
+def _saved_window(record: PolicyRecord, window: str, source: str, bars: int) -> tuple[int, int]:
+    """The checkpoint's ``window`` ("test" or "validation") as bar indices into its own data of ``bars`` bars."""
+    saved = record.windows[window]
     if saved is None:
         raise CheckpointError(
             f"{source}: this checkpoint has no {window} window; it was saved before folds had a test window after "
             "validation, so the only window it knows is the one it was selected on. Pass --window validation to "
             "evaluate it there (an optimistic figure), or --data to evaluate it on other data"
         )
-    return int(saved[0]), int(saved[1])
+    if saved[1] > bars:
+        raise CheckpointError(f"{source}: its {window} window {list(saved)} ends past the data's {bars} bars; the checkpoint is damaged or altered")
+    return saved
 
 
 def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test") -> BacktestOutcome:
@@ -97,11 +102,12 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     metadata = read_metadata(path)
     if metadata.get("kind") != "policy":
         raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest takes a fold checkpoint (checkpoints/fold_K)")
-    config = _load_config(metadata, str(path))
+    record = read_policy_record(metadata, path)  # every key this backtest reads, typed, before anything is built
+    config = _load_config(record, str(path))
     host = PluginHost(config.plugins).discover().declare()
     registries = host.freeze()
     verify_layout(metadata, registries.layout, str(path))  # first: no data is touched for a foreign layout
-    changed = plugin_set_diff(metadata.get("plugins", {}), host.versions())
+    changed = plugin_set_diff(record.plugins, host.versions())
     if changed:
         raise CheckpointError(
             f"{path}: the plugin set differs from the one that trained this checkpoint:\n  "
@@ -112,17 +118,24 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     if data_source is not None:
         config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))
     market: MarketData = load_from_config(config.data)
-    saved_set = metadata["feature_set"]
-    feature_set = FeatureSet(saved_set["name"], saved_set["version"], tuple(saved_set["names"]))
+    saved_set = record.feature_set
+    try:
+        feature_set = FeatureSet(saved_set.name, saved_set.version, saved_set.names)
+    except FoxhuntError as error:
+        raise CheckpointError(f"{path}: its feature set cannot be rebuilt ({error}); the checkpoint is damaged or altered") from None
     features = compute_features(market, feature_set, config.features.make_cache())
-    normalizer = Normalizer(
-        mean=tensors["normalizer.mean"].numpy(), std=tensors["normalizer.std"].numpy(), clip=metadata.get("normalizer_clip")
-    )
+    n_features = len(features.names)
+    expect_tensors(tensors, {
+        "isv": ISV(registries.layout, "cpu").tensor,
+        "normalizer.mean": torch.zeros(n_features, dtype=torch.float64),
+        "normalizer.std": torch.zeros(n_features, dtype=torch.float64),
+    }, path / TENSORS_FILE)
+    normalizer = Normalizer(mean=tensors["normalizer.mean"].numpy(), std=tensors["normalizer.std"].numpy(), clip=record.normalizer_clip)
     values = np.array(normalizer.apply(features.values), dtype=np.float32)
     values[: features.warmup] = 0.0
-    same_data = market.content_hash() == metadata.get("data_hash")
+    same_data = market.content_hash() == record.data_hash
     if same_data:
-        bars, window_name = _saved_window(metadata, window, str(path)), window
+        bars, window_name = _saved_window(record, window, str(path), len(market)), window
     else:
         bars, window_name = (features.warmup, len(market)), ALL_BARS
     isv = ISV(registries.layout, device)
@@ -133,9 +146,10 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
         attrs.evolve(config, learner=small_replay), registries.layout, isv, host.loss_components(config),
         values.shape[1] + PortfolioObs.size(), device, config.run.seed, n_envs=1,
     )
-    learner.load_policy_state_dict(
-        {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-    )
+    with naming_the_file(path / TENSORS_FILE):
+        learner.load_policy_state_dict(
+            {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
+        )
     agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=bars)
     results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=bars)}
     stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()

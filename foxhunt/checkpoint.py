@@ -3,18 +3,30 @@
 The metadata carries the ISV layout and fingerprint, plugin versions, config,
 seed and data hash. Loading checks the fingerprint *first* and refuses a
 different layout with a slot diff (invariant 4: there is no migration path).
+
+Integrity: ``metadata["integrity"]`` holds the SHA-256 of the tensor file's
+bytes (``tensors_sha256``) and the SHA-256 of the metadata itself
+(``metadata_sha256``: the canonical JSON — sorted keys, compact separators,
+ASCII — of the metadata with that one field left out). Loading recomputes both
+before any tensor is parsed and refuses a difference as "damaged or altered";
+it then refuses NaN or infinite values in any floating tensor. The hashes carry
+no key: they catch damage and edits, not a forger who recomputes them (see
+docs/reliability.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from foxhunt.errors import CheckpointError, FingerprintMismatch
@@ -23,15 +35,20 @@ from foxhunt.isv import IsvLayout, layout_diff
 __all__ = [
     "TENSORS_FILE",
     "METADATA_FILE",
+    "INTEGRITY_KEY",
     "save_checkpoint",
     "read_metadata",
     "load_checkpoint",
     "checkpoint_layout",
     "verify_layout",
+    "metadata_digest",
+    "seal_metadata",
 ]
 
 TENSORS_FILE = "tensors.safetensors"
 METADATA_FILE = "metadata.json"
+INTEGRITY_KEY = "integrity"
+_DAMAGED = "the checkpoint is damaged or altered; use an intact copy or train again"
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -45,15 +62,48 @@ def _atomic_write(path: Path, write) -> None:
             os.unlink(temp)
 
 
+def _file_sha256(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def metadata_digest(metadata: Mapping[str, Any]) -> str:
+    """SHA-256 of ``metadata``'s canonical JSON, leaving out ``integrity.metadata_sha256`` (the digest's own home)."""
+    content = dict(metadata)
+    integrity = content.get(INTEGRITY_KEY)
+    if isinstance(integrity, Mapping):
+        content[INTEGRITY_KEY] = {k: v for k, v in integrity.items() if k != "metadata_sha256"}
+    # NaN and Infinity are written as JSON's common extension (as json.dumps does when saving), so a metric
+    # that overflowed still gives a checkpoint that can be saved, hashed and read back to the same digest
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def seal_metadata(metadata: dict[str, Any], tensors_sha256: str) -> dict[str, Any]:
+    """``metadata`` with its integrity record filled in (tensor-file hash, then the metadata's own hash)."""
+    metadata[INTEGRITY_KEY] = {"tensors_sha256": tensors_sha256}
+    metadata[INTEGRITY_KEY]["metadata_sha256"] = metadata_digest(metadata)
+    return metadata
+
+
 def save_checkpoint(directory: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any], layout: IsvLayout) -> Path:
-    """Write ``tensors`` and ``metadata`` (plus the layout) into ``directory`` atomically, file by file."""
+    """Write ``tensors`` and ``metadata`` (plus the layout and the integrity record) into ``directory`` atomically, file by file."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     host = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
-    _atomic_write(directory / TENSORS_FILE, lambda temp: save_file(host, temp))
+    tensors_hash: list[str] = []
+
+    def write_tensors(temp: str) -> None:
+        save_file(host, temp)
+        tensors_hash.append(_file_sha256(temp))  # the bytes as written, before the rename publishes them
+
+    _atomic_write(directory / TENSORS_FILE, write_tensors)
     meta = dict(metadata)
     meta["isv"] = {"fingerprint": layout.fingerprint_hex, "slots": layout.to_records()}
-    text = json.dumps(meta, indent=2, sort_keys=True)
+    text = json.dumps(seal_metadata(meta, tensors_hash[0]), indent=2, sort_keys=True)
     _atomic_write(directory / METADATA_FILE, lambda temp: Path(temp).write_text(text, encoding="utf-8"))
     return directory
 
@@ -63,15 +113,39 @@ def _metadata_path(path: Path) -> Path:
     return path / METADATA_FILE if path.is_dir() else path
 
 
-def read_metadata(path: Path) -> dict[str, Any]:
-    """A checkpoint's metadata (``path`` is the checkpoint directory or its metadata.json)."""
-    meta_path = _metadata_path(path)
+def _regular_file(path: Path, what: str) -> None:
+    """Refuse a missing path, a directory or a device in place of one of the checkpoint's files."""
     try:
-        return json.loads(meta_path.read_text(encoding="utf-8"))
+        mode = path.stat().st_mode
     except FileNotFoundError:
-        raise CheckpointError(f"{meta_path}: no checkpoint metadata here; pass a checkpoint directory") from None
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{meta_path}: metadata is not valid JSON ({error}); the checkpoint is damaged") from None
+        raise CheckpointError(f"{path}: {what} missing; the checkpoint is incomplete") from None
+    except OSError as error:
+        raise CheckpointError(f"{path}: {what} cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(f"{path}: {what} is not a regular file; {_DAMAGED}")
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """A checkpoint's metadata (``path`` is the checkpoint directory or its metadata.json), as parsed, unverified.
+
+    :func:`load_checkpoint` verifies it; this reader serves inspection (``foxhunt layout diff``) and the
+    checks that must come before loading (kind, plugin set, layout).
+    """
+    meta_path = _metadata_path(path)
+    if not meta_path.exists():
+        raise CheckpointError(f"{meta_path}: no checkpoint metadata here; pass a checkpoint directory")
+    _regular_file(meta_path, "metadata")
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{meta_path}: metadata is not valid JSON ({error}); {_DAMAGED}") from None
+    except RecursionError:  # nesting deeper than any checkpoint writes
+        raise CheckpointError(f"{meta_path}: metadata is nested too deeply to read; {_DAMAGED}") from None
+    except OSError as error:
+        raise CheckpointError(f"{meta_path}: metadata cannot be read ({error.strerror})") from None
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{meta_path}: metadata is a JSON {type(metadata).__name__}, not an object; {_DAMAGED}")
+    return metadata
 
 
 def checkpoint_layout(metadata: Mapping[str, Any], source: str) -> tuple[IsvLayout, int]:
@@ -79,8 +153,8 @@ def checkpoint_layout(metadata: Mapping[str, Any], source: str) -> tuple[IsvLayo
     try:
         isv = metadata["isv"]
         return IsvLayout.from_records(isv["slots"]), int(isv["fingerprint"], 16)
-    except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{source}: checkpoint metadata has no valid 'isv' layout ({error})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"{source}: checkpoint metadata has no valid 'isv' layout ({error!r})") from None
 
 
 def verify_layout(metadata: Mapping[str, Any], current: IsvLayout, source: str) -> None:
@@ -90,12 +164,40 @@ def verify_layout(metadata: Mapping[str, Any], current: IsvLayout, source: str) 
         raise FingerprintMismatch(source, current.fingerprint, claimed, layout_diff(saved, current))
 
 
+def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Path) -> None:
+    """Both hashes recomputed and compared before a byte of the tensor file is parsed."""
+    integrity = metadata.get(INTEGRITY_KEY)
+    if not (isinstance(integrity, Mapping) and all(isinstance(integrity.get(k), str) for k in ("tensors_sha256", "metadata_sha256"))):
+        raise CheckpointError(
+            f"{source / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); it was written before "
+            "checkpoints carried one, or it was altered. Train again to get a checkpoint that can be checked"
+        )
+    if integrity["metadata_sha256"] != metadata_digest(metadata):
+        raise CheckpointError(f"{source / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")
+    if integrity["tensors_sha256"] != _file_sha256(tensor_path):
+        raise CheckpointError(f"{tensor_path}: tensor file does not match the SHA-256 in its metadata; {_DAMAGED}")
+
+
+def _refuse_non_finite(tensors: Mapping[str, torch.Tensor], tensor_path: Path) -> None:
+    for name, tensor in tensors.items():
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(
+                f"{tensor_path}: tensor {name!r} holds NaN or infinite values; a checkpoint of a diverged "
+                "or damaged run is never used"
+            )
+
+
 def load_checkpoint(path: Path, current: IsvLayout) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Verify the layout, then load the tensors (onto the CPU)."""
+    """Verify the layout, then both hashes, then load the tensors (onto the CPU) and refuse non-finite values."""
     directory = Path(path)
     metadata = read_metadata(directory)
     verify_layout(metadata, current, str(directory))
     tensor_path = directory / TENSORS_FILE
-    if not tensor_path.exists():
-        raise CheckpointError(f"{tensor_path}: tensor file missing; the checkpoint is incomplete")
-    return load_file(str(tensor_path)), metadata
+    _regular_file(tensor_path, "tensor file")
+    _verify_integrity(metadata, tensor_path, directory)
+    try:
+        tensors = load_file(str(tensor_path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{tensor_path}: not a readable safetensors file ({error}); {_DAMAGED}") from None
+    _refuse_non_finite(tensors, tensor_path)
+    return tensors, metadata

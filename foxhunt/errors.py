@@ -71,8 +71,15 @@ class LayoutError(FoxhuntError):
     """The ISV layout is inconsistent (duplicate slot, bad width, unknown slot name)."""
 
 
-class FingerprintMismatch(LayoutError):
-    """A checkpoint's ISV fingerprint differs from the current layout; carries the slot diff."""
+class CheckpointError(FoxhuntError):
+    """A checkpoint is missing, unreadable, or does not belong to this run."""
+
+
+class FingerprintMismatch(LayoutError, CheckpointError):
+    """A checkpoint's ISV fingerprint differs from the current layout; carries the slot diff.
+
+    Both a layout error (invariant 4) and a checkpoint error: whoever refuses foreign checkpoints catches it too.
+    """
 
     def __init__(self, source: str, expected: int, found: int, diff_text: str) -> None:
         self.expected = expected
@@ -99,7 +106,3 @@ class DataError(FoxhuntError):
 
 class BudgetError(FoxhuntError):
     """Loss-component gradient budgets are invalid (they must sum to exactly 1)."""
-
-
-class CheckpointError(FoxhuntError):
-    """A checkpoint is missing, unreadable, or does not belong to this run."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
 from foxhunt import ISV, IsvLayout, Slot
-from foxhunt.checkpoint import METADATA_FILE, TENSORS_FILE, load_checkpoint, read_metadata, save_checkpoint, verify_layout
+from foxhunt.checkpoint import (
+    METADATA_FILE, TENSORS_FILE, load_checkpoint, metadata_digest, read_metadata, save_checkpoint, seal_metadata, verify_layout,
+)
 from foxhunt.errors import CheckpointError, FingerprintMismatch
 
 LAYOUT = IsvLayout.compose([Slot("tau.value", 1, "tau", init=0.005), Slot("gamma.branch", 4, "gamma", init=0.99)])
@@ -108,4 +112,43 @@ def test_missing_and_damaged_checkpoints(tmp_path: Path, checkpoint: Path) -> No
 def test_missing_tensor_file_is_reported_after_the_layout_check(checkpoint: Path) -> None:
     (checkpoint / TENSORS_FILE).unlink()
     with pytest.raises(CheckpointError, match="tensor file missing; the checkpoint is incomplete"):
+        load_checkpoint(checkpoint, LAYOUT)
+
+
+def test_the_integrity_record_hashes_the_tensor_bytes_and_the_rest_of_the_metadata(checkpoint: Path) -> None:
+    metadata = read_metadata(checkpoint)
+    integrity = metadata["integrity"]
+    assert integrity["tensors_sha256"] == hashlib.sha256((checkpoint / TENSORS_FILE).read_bytes()).hexdigest()
+    assert integrity["metadata_sha256"] == metadata_digest(metadata)
+    assert metadata_digest(metadata) == metadata_digest({**metadata, "integrity": {**integrity, "metadata_sha256": "x"}})
+    assert metadata_digest(metadata) != metadata_digest({**metadata, "seed": 8})
+
+
+def test_changed_tensor_bytes_are_refused_before_they_are_parsed(checkpoint: Path) -> None:
+    data = bytearray((checkpoint / TENSORS_FILE).read_bytes())
+    data[-1] ^= 1
+    (checkpoint / TENSORS_FILE).write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="tensor file does not match the SHA-256 in its metadata; the checkpoint is damaged or altered"):
+        load_checkpoint(checkpoint, LAYOUT)
+
+
+def test_changed_metadata_is_refused_and_resealed_metadata_is_accepted(checkpoint: Path) -> None:
+    _edit_metadata(checkpoint, lambda meta: meta.update(seed=8))
+    with pytest.raises(CheckpointError, match="metadata does not match its SHA-256; the checkpoint is damaged or altered"):
+        load_checkpoint(checkpoint, LAYOUT)
+    _edit_metadata(checkpoint, lambda meta: seal_metadata(meta, meta["integrity"]["tensors_sha256"]))
+    assert load_checkpoint(checkpoint, LAYOUT)[1]["seed"] == 8
+
+
+def test_non_finite_values_are_refused_naming_the_tensor(tmp_path: Path) -> None:
+    weight = torch.ones(3, 4, dtype=torch.float64)
+    weight[1, 2] = math.inf
+    path = save_checkpoint(tmp_path / "ckpt", {"isv": ISV(LAYOUT).tensor, "net.weight": weight}, {}, LAYOUT)
+    with pytest.raises(CheckpointError, match="tensor 'net.weight' holds NaN or infinite values"):
+        load_checkpoint(path, LAYOUT)
+
+
+def test_metadata_nested_beyond_any_checkpoint_is_refused(checkpoint: Path) -> None:
+    (checkpoint / METADATA_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
         load_checkpoint(checkpoint, LAYOUT)

@@ -361,7 +361,7 @@ class Learner:
     def load_policy_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`policy_state_dict` output in place (e.g. for ``foxhunt backtest``)."""
         live = {n: t for n, t in self._state_tensors().items() if n.startswith(self.POLICY_PREFIXES)}
-        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape", self.generator)
+        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape or precision", self.generator)
 
     def attach_state(self, registry: Any) -> None:
         """Bind the live objects to the learner's state-reset entries (see :mod:`foxhunt.learner.declarations`)."""
@@ -386,13 +386,18 @@ def _copy_into(live: dict[str, torch.Tensor], state: dict[str, torch.Tensor], wh
     missing, unexpected = sorted(set(live) - set(state)), sorted(set(state) - set(live))
     if missing or unexpected:
         raise CheckpointError(f"{what} does not match: missing {missing[:8]}, unexpected {unexpected[:8]}; {hint}")
+    for name, tensor in live.items():  # every check before the first copy: a refused load changes nothing
+        # copy_ would broadcast a wrong shape or cast a wrong dtype without a word: both are refused first
+        if tensor.shape != state[name].shape or tensor.dtype != state[name].dtype:
+            raise CheckpointError(
+                f"{what} {name!r} is {state[name].dtype} {tuple(state[name].shape)}, expected "
+                f"{tensor.dtype} {tuple(tensor.shape)}; {hint}"
+            )
     for name, tensor in live.items():
         if name == "rng":
             generator.set_state(state[name].cpu())
-            continue
-        if tensor.shape != state[name].shape:
-            raise CheckpointError(f"{what} {name!r}: shape {tuple(state[name].shape)} != {tuple(tensor.shape)}")
-        tensor.detach().copy_(state[name])
+        else:
+            tensor.detach().copy_(state[name])
 
 
 # The update's pieces as module-level functions of the learner. Compiled, each has its own code object,

@@ -24,9 +24,11 @@ import structlog
 import torch
 
 from foxhunt import __version__
-from foxhunt.checkpoint import load_checkpoint, save_checkpoint
+from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, save_checkpoint
+from foxhunt.checkpoint_fields import expect_tensors, naming_the_file, read_resume_record
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError
+from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
     from foxhunt.folds import Fold
@@ -99,13 +101,16 @@ def acting_with_saved_policy(trainer: Trainer, fold: Fold) -> Iterator[dict[str,
     training continues exactly as if the block had not run (the resume tests
     compare bytes).
     """
-    tensors, metadata = load_checkpoint(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout)
+    directory = trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index))
+    tensors, metadata = load_checkpoint(directory, trainer.layout)
+    expect_tensors(tensors, {"isv": trainer.isv.tensor}, directory / TENSORS_FILE)
     live_policy = trainer.learner.policy_state_dict()  # copies
     live_isv = trainer.isv.tensor.clone()
     try:
-        trainer.learner.load_policy_state_dict(
-            {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-        )
+        with naming_the_file(directory / TENSORS_FILE):
+            trainer.learner.load_policy_state_dict(
+                {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
+            )
         with torch.no_grad():
             trainer.isv.tensor.copy_(tensors["isv"].to(trainer.isv.tensor.device))
         yield metadata
@@ -157,27 +162,22 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue."""
     directory = resume_checkpoint_dir(run_path)
     tensors, metadata = load_checkpoint(directory, trainer.layout)
-    if metadata.get("data_hash") != trainer.data.market.content_hash():
+    record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs, POLICIES)
+    if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
+    tensor_path = directory / TENSORS_FILE
+    expect_tensors(tensors, _runtime_tensors(trainer), tensor_path)  # all checked before the first in-place copy
     learner_state = {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-    trainer.learner.load_state_dict(learner_state)
+    with naming_the_file(tensor_path):
+        trainer.learner.load_state_dict(learner_state)
     with torch.no_grad():
         for name, live in _runtime_tensors(trainer).items():
-            if name not in tensors:
-                raise CheckpointError(f"{directory}: resume checkpoint lacks {name!r}; it was written by another version")
             live.copy_(tensors[name].to(live.device))
     for monitor in trainer.monitors:
-        saved = metadata.get("monitors", {}).get(monitor.name)
-        if saved:
-            monitor.observations, monitor.fires = saved["observations"], saved["fires"]
-    raw = metadata["position"]
-    if any("test" not in result for result in raw["results"]):
-        raise CheckpointError(
-            f"{directory}: this run was stopped by a foxhunt that reported folds without a test window; "
-            "its finished folds cannot be summarised with the new walk-forward layout. Start a new run"
-        )
-    position = Position(raw["fold"], raw["epoch"], raw["best"], list(raw["results"]))
-    trainer.run_dir.truncate_metrics(int(metadata["metric_lines"]))
+        if monitor.name in record.monitors:
+            monitor.observations, monitor.fires = record.monitors[monitor.name]
+    position = Position(record.fold, record.epoch, record.best, record.results)
+    trainer.run_dir.truncate_metrics(record.metric_lines)
     if position.epoch > 0:
         trainer.enter_fold(trainer.data.folds[position.fold])
         trainer.obs = trainer.env.obs

@@ -21,7 +21,7 @@ import attrs
 import pytest
 
 from foxhunt import __version__
-from foxhunt.checkpoint import load_checkpoint
+from foxhunt.checkpoint import load_checkpoint, seal_metadata
 from foxhunt.cli.common import frozen_host
 from foxhunt.config import load_config
 from foxhunt.data import load
@@ -260,12 +260,17 @@ def test_backtest_of_a_checkpoint_without_a_test_window_says_what_to_do(run_dir:
 
 
 def tampered_checkpoint(run_dir: Path, tmp_path: Path, edit) -> Path:
-    """A copy of fold 0's checkpoint with its metadata.json edited by ``edit``."""
+    """A copy of fold 0's checkpoint with its metadata.json edited by ``edit``, then sealed again.
+
+    Resealing (a fresh metadata SHA-256) makes the copy what a foxhunt writing that metadata would have
+    written, so these tests reach the check they are about; unsealed edits are tests/test_checkpoint_tampering.py's.
+    """
     copy = tmp_path / "fold_0"
     shutil.copytree(run_dir / "checkpoints" / "fold_0", copy)
     path = copy / "metadata.json"
     metadata = json.loads(path.read_text(encoding="utf-8"))
     edit(metadata)
+    seal_metadata(metadata, metadata["integrity"]["tensors_sha256"])
     path.write_text(json.dumps(metadata), encoding="utf-8")
     return copy
 

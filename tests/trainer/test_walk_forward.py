@@ -15,6 +15,7 @@ import pytest
 from trainer_testkit import TINY, TINY_DATA, StopAfter, read_summary
 
 from foxhunt.backtester import backtest_checkpoint
+from foxhunt.checkpoint import seal_metadata
 from foxhunt.config import load_config
 from foxhunt.data import load_from_config
 from foxhunt.env.backtest import equity_ratios
@@ -115,6 +116,9 @@ def test_resume_refuses_finished_folds_recorded_without_a_test_window(tmp_path: 
     assert len(metadata["position"]["results"]) == 1  # fold 0 finished, fold 1 under way
     old = metadata["position"]["results"][0]
     del old["test"]  # what a run stopped by the foxhunt before test windows recorded
+    # Sealed again so the edit reaches this check: such a run predates integrity records, and unsealed it is
+    # refused earlier, as damaged or altered (tests/test_checkpoint_tampering.py).
+    seal_metadata(metadata, metadata["integrity"]["tensors_sha256"])
     metadata_path.write_text(json.dumps(metadata), encoding="utf-8")
     with pytest.raises(CheckpointError, match="without a test window.*Start a new run"):
         Trainer(config, RunDirectory(path, resume=True), show_progress=False).run(resume_from=path)
