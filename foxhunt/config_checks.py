@@ -156,12 +156,12 @@ def _resolved_device(config: FoxhuntConfig) -> str:
 
 
 def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    if count >= 1 << 70:  # beyond a zebibyte only the order of magnitude means anything
+        return f"10^{len(str(count)) - 1} B"
+    for power, unit in ((50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if count >= 1 << power:  # integers throughout: an absurd size may not fit in a float
+            return f"{(count >> (power - 10)) / 1024:.1f} {unit}"
+    return f"{count} B"
 
 
 def value_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
@@ -188,9 +188,9 @@ def value_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
                                            f"in replay, which holds learner.replay.capacity // env.n_envs = "
                                            f"{c.replay.capacity} // {env.n_envs} = {rows}; raise the capacity or "
                                            "lower n_step"))
-    plan = train.plan(env.n_envs)
-    total = train.epochs * plan.vector_steps
-    if plan.warmup_vector_steps >= total:
+    # as TrainConfig.plan lays an epoch out, in integers (a config may hold integers too large for a float)
+    vector_steps = max(1, -(-train.env_steps_per_epoch // env.n_envs))
+    if -(-train.warmup_env_steps // env.n_envs) >= train.epochs * vector_steps:
         problems.append(("train.warmup_env_steps", f"{train.warmup_env_steps} covers every env step of a fold "
                                                    f"(train.epochs × train.env_steps_per_epoch = {train.epochs} × "
                                                    f"{train.env_steps_per_epoch}): no update would ever run; "
