@@ -86,11 +86,12 @@ def priority_component(components: Sequence[LossComponent], name: str) -> LossCo
     for comp in components:
         if comp.name == name and comp.per_sample is not None:
             return comp
-    enabled = ", ".join(comp.name for comp in components) or "none"
-    reason = "gives no per-sample TD error" if name in [comp.name for comp in components] else "is not an enabled loss component"
+    names = [comp.name for comp in components]
+    reason = "gives no per-sample TD error" if name in names else "is not an enabled loss component"
     choices = ", ".join(with_td) if with_td else "none: set learner.replay.prioritized = false"
     raise ConfigError(
-        f"learner.priority_component: {name!r} {reason} (enabled: {enabled}); replay priorities can come from: {choices}"
+        f"learner.priority_component: {name!r} {reason} (enabled: {', '.join(names) or 'none'}); "
+        f"replay priorities can come from: {choices}"
     )
 
 
