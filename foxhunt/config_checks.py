@@ -14,7 +14,8 @@ branches, ``A`` actions per branch (padded), ``N`` atoms, ``K`` ensemble heads,
 cosine embedding, ``W`` = D + the trunk widths, ``L`` = 5 loss components):
 
 * env, per environment: ``3·D`` (observation, previous observation, replay
-  insert) + the physics state and RNG + ``W + 4·Br·A·N`` (the acting forward);
+  insert) + ``PS + 2·RNG`` (physics state, int64 RNG lanes) + ``W + 4·Br·A·N``
+  (the acting forward);
 * replay, per slot of ``capacity``: ``2·D`` (obs, next obs) + ``2·Br`` (int64
   actions) + 3 (reward, done, priority) + 6 (float64 sampling mass and cumsum);
 * network: ``P·(5 + L)`` for ``P`` parameters (online, target, gradient, two
