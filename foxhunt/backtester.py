@@ -141,7 +141,8 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     isv = ISV(registries.layout, device)
     isv.tensor.copy_(tensors["isv"])
     host.start()
-    small_replay = attrs.evolve(config.learner, replay=attrs.evolve(config.learner.replay, capacity=config.env.n_envs))
+    small_replay = attrs.evolve(config.learner, replay=attrs.evolve(config.learner.replay, capacity=config.env.n_envs,
+                                                                     prioritized=False))  # acting only: no sampling
     learner = Learner(
         attrs.evolve(config, learner=small_replay), registries.layout, isv, host.loss_components(config),
         values.shape[1] + PortfolioObs.size(), device, config.run.seed, n_envs=1,

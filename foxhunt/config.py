@@ -34,7 +34,7 @@ DEVICES = ("auto", "cpu", "cuda")
 class RunConfig:
     """``[run]``: where and how a run happens."""
 
-    seed: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    seed: int = attrs.field(default=0, validator=[attrs.validators.ge(0), attrs.validators.le(2**64 - 1)])  # 64 bits
     device: str = attrs.field(default="auto", validator=attrs.validators.in_(DEVICES))
     # torch's CPU threads for `foxhunt train` (0: torch's own default). One is the default because the
     # networks are small and the env kernels already use every core: on 2 shared cores, two torch threads

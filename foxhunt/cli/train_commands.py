@@ -14,6 +14,7 @@ from rich.table import Table
 from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
 from foxhunt.cli.common import config_options, resolve_config
 from foxhunt.config import load_config
+from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.interrupt import StopFlag
@@ -83,6 +84,9 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set and --data")
         resume_checkpoint_dir(resume_dir)  # a finished run is refused before data, features and networks are built
         config = load_config(resume_dir / "config.toml")
+        if device is not None:
+            config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+        check_config(config)
         run_dir = RunDirectory(resume_dir, resume=True)
     else:
         extra = list(overrides)
@@ -92,12 +96,10 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"run.seed={seed}")
         if device is not None:  # before the profile is resolved: --device cuda gets the GPU-sized defaults
             extra.append(f"run.device={_toml_string(device)}")
-        config = resolve_config(config_path, tuple(extra))
+        config = check_config(resolve_config(config_path, tuple(extra)))  # before the run directory exists
         path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
         created = not path.exists()
         run_dir = RunDirectory(path)
-    if device is not None and resume_dir is not None:
-        config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool
     with StopFlag() as stop:

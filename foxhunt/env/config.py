@@ -13,8 +13,10 @@ from foxhunt.env.tables import EP
 
 __all__ = ["EnvConfig", "physics_params"]
 
+_int64 = attrs.validators.le(2**63 - 1)  # counts reach int64 tensors and the float64 parameter vector
 _positive = attrs.validators.gt(0)
 _non_negative = attrs.validators.ge(0)
+_count = [_positive, _int64]
 
 
 def _per_urgency(instance: object, attribute: attrs.Attribute, value: tuple[float, ...]) -> None:
@@ -36,10 +38,10 @@ class EnvConfig:
     for a position sized to the account.
     """
 
-    n_envs: int = attrs.field(default=64, validator=_positive)
-    episode_bars: int = attrs.field(default=512, validator=_positive)
+    n_envs: int = attrs.field(default=64, validator=_count)
+    episode_bars: int = attrs.field(default=512, validator=_count)
     initial_cash: float = attrs.field(default=100_000.0, validator=_positive)
-    max_contracts: int = attrs.field(default=10, validator=_positive)
+    max_contracts: int = attrs.field(default=10, validator=_count)
     commission: float | None = attrs.field(default=None)  # per contract per side; None: the instrument's
     slippage_ticks: float = attrs.field(default=0.5, validator=_non_negative)  # market orders, NORMAL urgency
     slippage_by_urgency: tuple[float, ...] = attrs.field(default=(0.5, 1.0, 2.0), converter=_floats, validator=_per_urgency)
@@ -47,13 +49,13 @@ class EnvConfig:
     margin_fraction: float = attrs.field(default=0.5, validator=[_positive, attrs.validators.le(1.0)])
     kelly_prior_wins: float = attrs.field(default=2.0, validator=_positive)
     kelly_prior_losses: float = attrs.field(default=2.0, validator=_positive)
-    kelly_warmup_trades: int = attrs.field(default=20, validator=_non_negative)
-    kelly_min_contracts: int = attrs.field(default=1, validator=_non_negative)
+    kelly_warmup_trades: int = attrs.field(default=20, validator=[_non_negative, _int64])
+    kelly_min_contracts: int = attrs.field(default=1, validator=[_non_negative, _int64])
     w_pnl: float = 1.0
     w_cost: float = 1.0
     w_holding: float = attrs.field(default=0.0, validator=_non_negative)  # money per contract per bar held
     w_churn: float = attrs.field(default=0.0, validator=_non_negative)  # money per contract reversed at once
-    churn_bars: int = attrs.field(default=10, validator=_positive)  # churn penalty fades to zero over these bars
+    churn_bars: int = attrs.field(default=10, validator=_count)  # churn penalty fades to zero over these bars
     w_drawdown: float = attrs.field(default=0.0, validator=_non_negative)  # per unit of money the drawdown deepens
     reward_scale: float | None = attrs.field(default=None)
 

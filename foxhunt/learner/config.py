@@ -8,15 +8,35 @@ time: when the ISV layout has the slot (``tau.value``, ``gamma.branch``,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
 
 __all__ = ["LearnerConfig", "ReplayConfig", "learner_config_of"]
 
+
+def _finite(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    # attrs' gt/ge let inf through (inf > 0); a rate or a bound of inf runs and produces nonsense
+    if not math.isfinite(value):
+        raise ValueError(f"'{attribute.name}' must be finite: {value!r}")
+
+
+def _positive_ints(instance: object, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
+    if not value or any(width <= 0 for width in value):
+        raise ValueError(f"'{attribute.name}' must list one or more layer widths, each > 0: {list(value)!r}")
+
+
+def _adam_betas(instance: object, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
+    if not all(0.0 <= beta < 1.0 for beta in value):
+        raise ValueError(f"'{attribute.name}' must be two decay rates, each in [0, 1): {list(value)!r}")
+
+
 _positive = attrs.validators.gt(0)
 _non_negative = attrs.validators.ge(0)
 _unit = [attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+_positive_finite = [_finite, _positive]
+_non_negative_finite = [_finite, _non_negative]
 
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
@@ -38,7 +58,7 @@ class ReplayConfig:
     beta: float = attrs.field(default=0.4, validator=_unit)  # importance-weight exponent at step 0
     beta_final: float = attrs.field(default=1.0, validator=_unit)
     anneal_steps: int = attrs.field(default=100_000, validator=_positive)  # α and β reach their finals here
-    priority_eps: float = attrs.field(default=1e-6, validator=_positive)  # keeps every stored transition sampleable
+    priority_eps: float = attrs.field(default=1e-6, validator=_positive_finite)  # keeps every stored transition sampleable
 
 
 @attrs.frozen
@@ -46,7 +66,7 @@ class LearnerConfig:
     """Network shape, loss settings, optimisation and replay of the learner."""
 
     # network
-    hidden: tuple[int, ...] = attrs.field(default=(128, 128), converter=_int_tuple)
+    hidden: tuple[int, ...] = attrs.field(default=(128, 128), converter=_int_tuple, validator=_positive_ints)
     head_hidden: int = attrs.field(default=64, validator=_positive)
     n_atoms: int = attrs.field(default=51, validator=attrs.validators.ge(2))
     v_min: float = -10.0  # fixed support when the ISV has no support.* slots (normalised return units)
@@ -55,31 +75,32 @@ class LearnerConfig:
     n_target_quantiles: int = attrs.field(default=8, validator=_positive)
     n_cos: int = attrs.field(default=64, validator=_positive)  # cosine embedding size of τ
     ensemble_size: int = attrs.field(default=5, validator=attrs.validators.ge(2))
-    sigma_max: float = attrs.field(default=4.0, validator=_positive)  # spectral-norm bound of every weight
+    sigma_max: float = attrs.field(default=4.0, validator=_positive_finite)  # spectral-norm bound of every weight
     power_iterations: int = attrs.field(default=2, validator=_positive)  # per update; construction runs 50
     # losses
     gamma: float = attrs.field(default=0.99, validator=_unit)  # fallback of gamma.branch
     n_step: int = attrs.field(default=3, validator=_positive)
-    kappa: float = attrs.field(default=1.0, validator=_positive)  # quantile-Huber threshold
+    kappa: float = attrs.field(default=1.0, validator=_positive_finite)  # quantile-Huber threshold
     label_smoothing_max: float = attrs.field(default=0.1, validator=_unit)  # at health 0
-    cql_alpha: float = attrs.field(default=0.1, validator=_non_negative)  # fallback of cql.alpha
+    cql_alpha: float = attrs.field(default=0.1, validator=_non_negative_finite)  # fallback of cql.alpha
     ensemble_diversity: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
     budgets: dict[str, float] = attrs.field(factory=dict, converter=_budget_dict)  # overrides component defaults
     priority_component: str = "c51"  # whose per-sample TD error feeds replay priorities
     # optimisation
-    lr: float = attrs.field(default=3e-4, validator=_positive)
-    lr_min: float = attrs.field(default=1e-5, validator=_non_negative)
+    # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)
+    lr: float = attrs.field(default=3e-4, validator=[_finite, _positive, attrs.validators.le(1.0)])
+    lr_min: float = attrs.field(default=1e-5, validator=[_finite, _non_negative, attrs.validators.le(1.0)])
     lr_schedule: str = attrs.field(default="constant", validator=attrs.validators.in_(("constant", "cosine")))
     restart_period: int = attrs.field(default=10_000, validator=_positive)  # first cosine cycle, in updates
     restart_mult: int = attrs.field(default=1, validator=_positive)  # each cycle is this many times longer
-    weight_decay: float = attrs.field(default=1e-5, validator=_non_negative)
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = attrs.field(default=1e-8, validator=_positive)
-    max_grad_norm: float = attrs.field(default=10.0, validator=_positive)
+    weight_decay: float = attrs.field(default=1e-5, validator=_non_negative_finite)
+    adam_betas: tuple[float, float] = attrs.field(default=(0.9, 0.999), validator=_adam_betas)
+    adam_eps: float = attrs.field(default=1e-8, validator=[_positive, attrs.validators.lt(1.0)])
+    max_grad_norm: float = attrs.field(default=10.0, validator=_positive_finite)
     tau: float = attrs.field(default=0.005, validator=_unit)  # fallback of tau.value (Polyak rate)
     popart: bool = True
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
-    popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive)
+    popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive_finite)
     grad_mode: str = attrs.field(default="loop", validator=attrs.validators.in_(("loop", "batched")))
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
     batch_size: int = attrs.field(default=128, validator=_positive)

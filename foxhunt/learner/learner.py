@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from foxhunt.actions import Branch
-from foxhunt.errors import CheckpointError
+from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.config import LearnerConfig, learner_config_of
@@ -49,7 +49,7 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.records import LossComponent
 
-__all__ = ["Learner", "Targets"]
+__all__ = ["Learner", "Targets", "priority_component"]
 
 INIT_POWER_ITERATIONS = 50  # at construction u/v start random; later updates refine them one step at a time
 
@@ -76,6 +76,25 @@ class Targets:
         )
 
 
+def priority_component(components: Sequence[LossComponent], name: str) -> LossComponent:
+    """The enabled loss component called ``name`` whose per-sample TD error sets replay priorities.
+
+    Raises :class:`ConfigError` naming ``learner.priority_component`` and the enabled components that
+    give a per-sample TD error, rather than falling back to another component.
+    """
+    with_td = [comp.name for comp in components if comp.per_sample is not None]
+    for comp in components:
+        if comp.name == name and comp.per_sample is not None:
+            return comp
+    names = [comp.name for comp in components]
+    reason = "gives no per-sample TD error" if name in names else "is not an enabled loss component"
+    choices = ", ".join(with_td) if with_td else "none: set learner.replay.prioritized = false"
+    raise ConfigError(
+        f"learner.priority_component: {name!r} {reason} (enabled: {', '.join(names) or 'none'}); "
+        f"replay priorities can come from: {choices}"
+    )
+
+
 class Learner:
     """Owns the networks, optimiser, PopArt, replay and the loss components of one run."""
 
@@ -87,6 +106,8 @@ class Learner:
         self.dtype = dtype
         self.layout, self.isv = layout, isv
         self.components = list(components)
+        if c.replay.prioritized:  # before anything is allocated: a wrong name is a config error, not a fallback
+            priority_component(self.components, c.priority_component)
         self.budgets = resolve_budgets(self.components, c.budgets)
         self.reads = LearnerReads.build(isv, c)
         self.generator = torch.Generator(self.device).manual_seed(seed)
@@ -150,10 +171,8 @@ class Learner:
         signals["learner.loss"].copy_(step.losses.sum())
         signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
 
-    def _priority_component(self) -> LossComponent | None:
-        with_td = [comp for comp in self.components if comp.per_sample is not None]
-        preferred = [comp for comp in with_td if comp.name == self.config.priority_component]
-        return (preferred or with_td or [None])[0]
+    def _priority_component(self) -> LossComponent:
+        return priority_component(self.components, self.config.priority_component)
 
     # -- the pieces of one update ---------------------------------------------------
     def support(self) -> torch.Tensor:

@@ -95,20 +95,24 @@ def check_plugin(plugin: Any, name: str, *, extra_plugins: Sequence[tuple[Any, s
     return host.freeze()
 
 
-def _small_learner_config(config: Any, loss_names: Sequence[str]) -> Any:
+def _small_learner_config(config: Any, components: Sequence[LossComponent]) -> Any:
     import attrs
 
     from foxhunt.learner import LearnerConfig, ReplayConfig, learner_config_of
 
+    loss_names = [c.name for c in components]
     base = learner_config_of(config)
     share = 1.0 / len(loss_names)
     # Only this plugin's components train here, so their budgets are split evenly to sum to 1 (invariant 9).
     budgets = {name: share for name in loss_names}
     budgets[loss_names[-1]] = 1.0 - share * (len(loss_names) - 1)
-    replay = ReplayConfig(capacity=64, anneal_steps=10)
+    # Priorities come from one of the components trained here; without a per-sample TD error, replay is uniform.
+    with_td = [c.name for c in components if c.per_sample is not None]
+    replay = ReplayConfig(capacity=64, anneal_steps=10, prioritized=bool(with_td))
     if not isinstance(base, LearnerConfig):
         base = LearnerConfig()
-    return attrs.evolve(base, **SMALL_LEARNER, replay=replay, budgets=budgets)
+    priority = base.priority_component if base.priority_component in with_td or not with_td else with_td[0]
+    return attrs.evolve(base, **SMALL_LEARNER, replay=replay, budgets=budgets, priority_component=priority)
 
 
 def _reference_td_loss(inputs: Any) -> torch.Tensor:
@@ -236,7 +240,7 @@ class _PluginConformance(RuleBasedStateMachine):
 
         # A plugin without losses trains beside a plain squared-TD component, so updates still happen.
         components = self.losses or [_reference_component()]
-        learner_config = _small_learner_config(config, [c.name for c in components])
+        learner_config = _small_learner_config(config, components)
         self.learner = Learner(learner_config, self.registries.layout, self.isv, components, OBS_DIM, "cpu", 0,
                                n_envs=N_ENVS)
         self.learner.attach_state(self.registries.state)

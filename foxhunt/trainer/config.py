@@ -12,6 +12,7 @@ __all__ = ["TrainConfig", "EpochPlan", "VALIDATION_METRICS"]
 VALIDATION_METRICS = ("sharpe", "sortino", "net_pnl", "calmar", "max_drawdown")
 
 _positive = attrs.validators.gt(0)
+_int64 = attrs.validators.le(2**63 - 1)  # step and update counters are int64 device tensors
 
 
 @attrs.frozen
@@ -28,10 +29,10 @@ class TrainConfig:
     evaluated once on the fold's test window (what the run reports).
     """
 
-    epochs: int = attrs.field(default=4, validator=_positive)
-    env_steps_per_epoch: int = attrs.field(default=12_800, validator=_positive)
-    updates_per_epoch: int = attrs.field(default=200, validator=attrs.validators.ge(0))
-    warmup_env_steps: int = attrs.field(default=2_048, validator=attrs.validators.ge(0))
+    epochs: int = attrs.field(default=4, validator=[_positive, _int64])
+    env_steps_per_epoch: int = attrs.field(default=12_800, validator=[_positive, _int64])
+    updates_per_epoch: int = attrs.field(default=200, validator=[attrs.validators.ge(0), _int64])
+    warmup_env_steps: int = attrs.field(default=2_048, validator=[attrs.validators.ge(0), _int64])
     validation_metric: str = attrs.field(default="sharpe", validator=attrs.validators.in_(VALIDATION_METRICS))
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only

@@ -25,6 +25,7 @@ import attrs
 import structlog
 
 from foxhunt.config import FoxhuntConfig, dump_config, load_config
+from foxhunt.config_checks import check_config
 from foxhunt.config_loading import apply_overrides, structure
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.run_dir import RunDirectory
@@ -251,6 +252,7 @@ def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None
         config = spec.trial_config(overrides)
         if device is not None:
             config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+        check_config(config)  # a trial's values can be refused before its run directory exists
         run_dir = RunDirectory(path)
         _write_trial(run_dir, record | {"state": "running"})
         reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop)
