@@ -22,9 +22,9 @@ MARKET = load("synthetic:planted?bars=500&seed=4")
 
 def test_second_computation_is_a_cache_hit(tmp_path):
     cache = FeatureCache(tmp_path)
-    first = compute_features(MARKET, "default", cache)
+    first = compute_features(MARKET, "ohlcv", cache)
     assert (cache.hits, cache.misses, first.from_cache) == (0, 1, False)
-    second = compute_features(MARKET, "default", cache)
+    second = compute_features(MARKET, "ohlcv", cache)
     assert (cache.hits, cache.misses, second.from_cache) == (1, 1, True)
     np.testing.assert_array_equal(first.values, second.values)
     assert second.warmup == first.warmup and second.names == first.names
@@ -33,7 +33,7 @@ def test_second_computation_is_a_cache_hit(tmp_path):
 
 def test_version_data_and_names_all_key_the_cache(tmp_path):
     cache = FeatureCache(tmp_path)
-    default = FEATURE_SETS["default"]
+    default = FEATURE_SETS["ohlcv"]
     compute_features(MARKET, default, cache)
     compute_features(MARKET, FeatureSet(default.name, "2", default.names), cache)  # new version
     compute_features(load("synthetic:planted?bars=500&seed=5"), default, cache)  # new data
@@ -75,7 +75,7 @@ def test_cache_location(monkeypatch, tmp_path):
 
 
 def test_feature_config():
-    assert FeatureConfig().resolve_set() is FEATURE_SETS["default"]
+    assert FeatureConfig().resolve_set() is FEATURE_SETS["minimal"]
     custom = FeatureConfig(feature_set="mine", names=("ret_1", "rsi_7")).resolve_set()
     assert custom.names == ("ret_1", "rsi_7") and custom.name == "mine"
     with pytest.raises(ValueError, match="not built in"):
@@ -87,7 +87,7 @@ def test_feature_config():
 
 
 def test_normalizer_uses_only_the_training_rows():
-    features = compute_features(MARKET, "default")
+    features = compute_features(MARKET, "ohlcv")
     train = range(features.warmup, 300)
     normalizer = Normalizer.fit(features, train)
     window = features.values[train.start : train.stop].astype(np.float64)
@@ -107,6 +107,6 @@ def test_normalizer_uses_only_the_training_rows():
 
 
 def test_normalizer_rejects_warmup_rows():
-    features = compute_features(MARKET, "default")
+    features = compute_features(MARKET, "ohlcv")
     with pytest.raises(DataError, match="warm-up"):
         Normalizer.fit(features, range(0, 200))

@@ -56,7 +56,7 @@ def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
 @given(t=st.integers(0, len(BASE) - 2), seed=st.integers(0, 2**32 - 1), use_book=st.booleans())
 def test_perturbing_bars_after_t_leaves_features_up_to_t_unchanged(t, seed, use_book):
     market = BOOK_MARKET if use_book else BASE
-    features = FEATURE_SETS["book" if use_book else "default"]
+    features = FEATURE_SETS["book" if use_book else "ohlcv"]
     original = compute_features(market, features).values
     changed = compute_features(perturbed_after(market, t, seed), features).values
     np.testing.assert_array_equal(original[: t + 1], changed[: t + 1])  # bit-identical, NaN included
@@ -120,7 +120,7 @@ def test_book_features_need_book_data_and_names_are_checked():
     with pytest.raises(DataError, match="more than once"):
         FeatureSet("twice", "1", ("ret_1", "ret_1"))
     with pytest.raises(DataError, match="needs 65 bars"):
-        compute_features(BASE.slice(0, 60), "default")
+        compute_features(BASE.slice(0, 60), "ohlcv")
 
 
 def test_matrix_is_named_read_only_float32():
