@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from foxhunt.errors import CheckpointError, FingerprintMismatch
-from foxhunt.isv import IsvLayout, layout_diff
+from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout, layout_diff
 
 __all__ = [
     "TENSORS_FILE",
@@ -178,9 +178,19 @@ def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Pa
         raise CheckpointError(f"{tensor_path}: tensor file does not match the SHA-256 in its metadata; {_DAMAGED}")
 
 
-def _refuse_non_finite(tensors: Mapping[str, torch.Tensor], tensor_path: Path) -> None:
+def _values(name: str, tensor: torch.Tensor, layout: IsvLayout) -> torch.Tensor:
+    """The part of a tensor that holds numbers: the ISV's fingerprint lanes are 64 bits stored as two float32
+    bit patterns, which may read as NaN or inf and are checked by the fingerprint comparison instead."""
+    if name != "isv" or FINGERPRINT_SLOT not in layout.names():
+        return tensor
+    keep = torch.ones(tensor.shape[0], dtype=torch.bool)
+    keep[layout.span(FINGERPRINT_SLOT)] = False
+    return tensor[keep]
+
+
+def _refuse_non_finite(tensors: Mapping[str, torch.Tensor], tensor_path: Path, layout: IsvLayout) -> None:
     for name, tensor in tensors.items():
-        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(_values(name, tensor, layout)).all()):
             raise CheckpointError(
                 f"{tensor_path}: tensor {name!r} holds NaN or infinite values; a checkpoint of a diverged "
                 "or damaged run is never used"
@@ -199,5 +209,5 @@ def load_checkpoint(path: Path, current: IsvLayout) -> tuple[dict[str, torch.Ten
         tensors = load_file(str(tensor_path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{tensor_path}: not a readable safetensors file ({error}); {_DAMAGED}") from None
-    _refuse_non_finite(tensors, tensor_path)
+    _refuse_non_finite(tensors, tensor_path, current)
     return tensors, metadata

@@ -15,6 +15,7 @@ from foxhunt.checkpoint import (
     METADATA_FILE, TENSORS_FILE, load_checkpoint, metadata_digest, read_metadata, save_checkpoint, seal_metadata, verify_layout,
 )
 from foxhunt.errors import CheckpointError, FingerprintMismatch
+from foxhunt.isv import FINGERPRINT_SLOT
 
 LAYOUT = IsvLayout.compose([Slot("tau.value", 1, "tau", init=0.005), Slot("gamma.branch", 4, "gamma", init=0.99)])
 
@@ -146,6 +147,20 @@ def test_non_finite_values_are_refused_naming_the_tensor(tmp_path: Path) -> None
     path = save_checkpoint(tmp_path / "ckpt", {"isv": ISV(LAYOUT).tensor, "net.weight": weight}, {}, LAYOUT)
     with pytest.raises(CheckpointError, match="tensor 'net.weight' holds NaN or infinite values"):
         load_checkpoint(path, LAYOUT)
+
+
+def test_the_isv_fingerprint_lanes_may_be_nan_bit_patterns_but_a_nan_slot_is_refused(tmp_path: Path) -> None:
+    """The fingerprint's 64 bits are stored as two float32 lanes; a lane that reads as NaN is not a value."""
+    isv = ISV(LAYOUT)
+    lanes = isv.tensor[LAYOUT.span(FINGERPRINT_SLOT)]
+    assert lanes.numel() == 2
+    nan_lanes = torch.tensor([0x7FC00001, 0x7F800000], dtype=torch.int32).view(torch.float32)
+    isv.tensor[LAYOUT.span(FINGERPRINT_SLOT)] = nan_lanes
+    tensors, _ = load_checkpoint(save_checkpoint(tmp_path / "lanes", {"isv": isv.tensor}, {}, LAYOUT), LAYOUT)
+    assert tensors["isv"].view(torch.int32).tolist() == isv.tensor.view(torch.int32).tolist()
+    isv.write("tau.value", math.nan)
+    with pytest.raises(CheckpointError, match="tensor 'isv' holds NaN or infinite values"):
+        load_checkpoint(save_checkpoint(tmp_path / "slot", {"isv": isv.tensor}, {}, LAYOUT), LAYOUT)
 
 
 def test_metadata_nested_beyond_any_checkpoint_is_refused(checkpoint: Path) -> None:
