@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +18,17 @@ _spec = importlib.util.spec_from_file_location(
 )
 fake_dists: ModuleType = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_dists)
+
+
+@pytest.fixture(scope="module")
+def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Features are cached under a temporary directory, never the user's home cache; rich tables are not
+    wrapped, so names appear whole."""
+    cache = tmp_path_factory.mktemp("foxhunt-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
+        patch.setenv("COLUMNS", "240")
+        yield cache
 
 
 @pytest.fixture(autouse=True)

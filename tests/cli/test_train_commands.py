@@ -12,7 +12,6 @@ import csv
 import json
 import math
 import shutil
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,7 @@ BUILT_IN_PLUGINS = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    cache = tmp_path_factory.mktemp("foxhunt-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
-        patch.setenv("COLUMNS", "240")  # rich tables are not wrapped, so names appear whole
-        yield cache
+pytestmark = pytest.mark.usefixtures("_private_feature_cache")  # tests/cli/conftest.py
 
 
 @pytest.fixture(scope="module")

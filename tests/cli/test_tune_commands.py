@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,7 @@ high = 4
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    cache = tmp_path_factory.mktemp("foxhunt-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FOXHUNT_CACHE_DIR", str(cache))
-        patch.setenv("COLUMNS", "240")  # rich tables are not wrapped, so names appear whole
-        yield cache
+pytestmark = pytest.mark.usefixtures("_private_feature_cache")  # tests/cli/conftest.py
 
 
 def space_file(tmp_path: Path, text: str = SPACE) -> Path:
