@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, save
 
 from foxhunt.errors import CheckpointError, FingerprintMismatch
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout, layout_diff
@@ -62,14 +62,6 @@ def _atomic_write(path: Path, write) -> None:
             os.unlink(temp)
 
 
-def _file_sha256(path: Path | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def metadata_digest(metadata: Mapping[str, Any]) -> str:
     """SHA-256 of ``metadata``'s canonical JSON, leaving out ``integrity.metadata_sha256`` (the digest's own home)."""
     content = dict(metadata)
@@ -93,17 +85,12 @@ def save_checkpoint(directory: Path, tensors: Mapping[str, torch.Tensor], metada
     """Write ``tensors`` and ``metadata`` (plus the layout and the integrity record) into ``directory`` atomically, file by file."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    host = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
-    tensors_hash: list[str] = []
-
-    def write_tensors(temp: str) -> None:
-        save_file(host, temp)
-        tensors_hash.append(_file_sha256(temp))  # the bytes as written, before the rename publishes them
-
-    _atomic_write(directory / TENSORS_FILE, write_tensors)
+    # Serialised once in memory: the bytes that are hashed are the bytes that are written, with no read-back.
+    payload = save({name: t.detach().to("cpu").contiguous() for name, t in tensors.items()})
+    _atomic_write(directory / TENSORS_FILE, lambda temp: Path(temp).write_bytes(payload))
     meta = dict(metadata)
     meta["isv"] = {"fingerprint": layout.fingerprint_hex, "slots": layout.to_records()}
-    text = json.dumps(seal_metadata(meta, tensors_hash[0]), indent=2, sort_keys=True)
+    text = json.dumps(seal_metadata(meta, hashlib.sha256(payload).hexdigest()), indent=2, sort_keys=True)
     _atomic_write(directory / METADATA_FILE, lambda temp: Path(temp).write_text(text, encoding="utf-8"))
     return directory
 
@@ -164,8 +151,8 @@ def verify_layout(metadata: Mapping[str, Any], current: IsvLayout, source: str) 
         raise FingerprintMismatch(source, current.fingerprint, claimed, layout_diff(saved, current))
 
 
-def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Path) -> None:
-    """Both hashes recomputed and compared before a byte of the tensor file is parsed."""
+def _verify_integrity(metadata: Mapping[str, Any], payload: bytes, tensor_path: Path, source: Path) -> None:
+    """Both hashes recomputed and compared before a byte of the tensor file (``payload``) is parsed."""
     integrity = metadata.get(INTEGRITY_KEY)
     if not (isinstance(integrity, Mapping) and all(isinstance(integrity.get(k), str) for k in ("tensors_sha256", "metadata_sha256"))):
         raise CheckpointError(
@@ -174,14 +161,14 @@ def _verify_integrity(metadata: Mapping[str, Any], tensor_path: Path, source: Pa
         )
     if integrity["metadata_sha256"] != metadata_digest(metadata):
         raise CheckpointError(f"{source / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")
-    if integrity["tensors_sha256"] != _file_sha256(tensor_path):
+    if integrity["tensors_sha256"] != hashlib.sha256(payload).hexdigest():
         raise CheckpointError(f"{tensor_path}: tensor file does not match the SHA-256 in its metadata; {_DAMAGED}")
 
 
 def _values(name: str, tensor: torch.Tensor, layout: IsvLayout) -> torch.Tensor:
     """The part of a tensor that holds numbers: the ISV's fingerprint lanes are 64 bits stored as two float32
     bit patterns, which may read as NaN or inf and are checked by the fingerprint comparison instead."""
-    if name != "isv" or FINGERPRINT_SLOT not in layout.names():
+    if name != "isv":
         return tensor
     keep = torch.ones(tensor.shape[0], dtype=torch.bool)
     keep[layout.span(FINGERPRINT_SLOT)] = False
@@ -204,10 +191,14 @@ def load_checkpoint(path: Path, current: IsvLayout) -> tuple[dict[str, torch.Ten
     verify_layout(metadata, current, str(directory))
     tensor_path = directory / TENSORS_FILE
     _regular_file(tensor_path, "tensor file")
-    _verify_integrity(metadata, tensor_path, directory)
     try:
-        tensors = load_file(str(tensor_path))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        payload = tensor_path.read_bytes()  # read once: the bytes that are hashed are the bytes that are parsed
+    except OSError as error:
+        raise CheckpointError(f"{tensor_path}: tensor file cannot be read ({error.strerror})") from None
+    _verify_integrity(metadata, payload, tensor_path, directory)
+    try:
+        tensors = load(payload)
+    except (SafetensorError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{tensor_path}: not a readable safetensors file ({error}); {_DAMAGED}") from None
     _refuse_non_finite(tensors, tensor_path, current)
     return tensors, metadata
