@@ -73,7 +73,7 @@ class StepGraphs:
         # Collection draws only from counter-based hashes; the update draws from the learner's generator.
         self.collect = _Half("collect", collect, self, ())
         self.update = _Half("update", update, self, update_generators)
-        self._pool = torch.cuda.graph_pool_handle() if enabled else None
+        self._pool = None  # a fold's graphs share one memory pool, made at the fold's first capture
         self._stream = torch.cuda.Stream() if enabled else None
 
     def reset(self) -> None:
@@ -84,9 +84,9 @@ class StepGraphs:
         if self.enabled:
             torch.cuda.synchronize()  # a graph still replaying must finish before its memory is released
             # Dropping every graph of a pool releases the pool itself; capturing into its old handle again trips
-            # an internal assert of torch's caching allocator (seen at the second fold of a run), so each fold's
-            # graphs get a fresh pool.
-            self._pool = torch.cuda.graph_pool_handle()
+            # an internal assert of torch's caching allocator (seen at the second fold of a run), so the next
+            # fold's first capture makes a fresh pool.
+            self._pool = None
 
     def _on_side_stream(self, run: Callable[[], None]) -> None:
         stream = self._stream
@@ -97,6 +97,8 @@ class StepGraphs:
 
     def _capture(self, run: Callable[[], None], generators: tuple[torch.Generator, ...]) -> torch.cuda.CUDAGraph:
         torch.cuda.synchronize()
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         for generator in generators:
             graph.register_generator_state(generator)  # replays advance the generator's offset on the device
