@@ -18,9 +18,8 @@ cosine embedding, ``W`` = D + the trunk widths, ``L`` = 5 loss components):
   (the acting forward);
 * replay, per slot of ``capacity``: ``2·D`` (obs, next obs) + ``2·Br`` (int64
   actions) + 3 (reward, done, priority) + 6 (float64 sampling mass and cumsum);
-* network: ``P·(5 + L)`` for the ``P`` parameters of the network itself (built on
-  torch's meta device, so no memory) (online, target, gradient, two Adam
-  moments, one gradient per loss component in the loop mode);
+* network: ``P·(5 + L)`` for ``P`` parameters (online, target, gradient, two
+  Adam moments, one gradient per loss component in the loop mode);
 * per-update batch, per sample: ``12·Br·A·N`` (C51 logits, probabilities,
   targets and their gradients) + ``4·K·(hh + Br·A)`` + ``3·(T + T')·(C + H + hh)``
   + ``T·T'·Br`` (quantile-Huber pairs) + ``6·W`` + ``4·n_step·(Br + 2)``.
@@ -95,15 +94,17 @@ def observation_width(config: FoxhuntConfig) -> int:
 
 
 def parameter_count(config: FoxhuntConfig, obs_dim: int) -> int:
-    """The parameters of the network this config builds, counted on a network built on torch's "meta" device
-    (shapes only, no memory), so the count follows any change to the network."""
-    import torch
-
-    from foxhunt.learner.network import BranchingNetwork
-
-    with torch.device("meta"):
-        network = BranchingNetwork(obs_dim, config.learner)
-    return sum(p.numel() for p in network.parameters())
+    """Exactly the parameters of :class:`~foxhunt.learner.network.BranchingNetwork` (checked by the tests)."""
+    c = config.learner
+    br, a, n, k, hh = len(Branch), max(branch_sizes()), c.n_atoms, c.ensemble_size, c.head_hidden
+    widths = (obs_dim, *c.hidden)
+    h = widths[-1]
+    trunk = sum(i * o + o for i, o in zip(widths[:-1], widths[1:], strict=True))
+    value = (h * hh + hh) + (hh * br * n + br * n)
+    advantage = br * (h * hh + hh) + br * (hh * a * n + a * n)
+    iqn = (c.n_cos * h + h) + (h * hh + hh) + (hh * br * a + br * a)
+    ensemble = k * (h * hh + hh) + k * (hh * br * a + br * a)
+    return trunk + value + advantage + iqn + ensemble
 
 
 def estimate_memory(config: FoxhuntConfig, obs_dim: int | None = None) -> MemoryEstimate:

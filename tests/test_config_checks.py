@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 import foxhunt.config_checks as checks
 from foxhunt.cli.main import cli
 from foxhunt.config import load_config
-from foxhunt.config_checks import check_config, estimate_memory
+from foxhunt.config_checks import check_config, estimate_memory, observation_width, parameter_count
 from foxhunt.errors import ConfigError
 from foxhunt.data.instrument import preset
 from foxhunt.env.config import physics_params
 from foxhunt.learner.learner import priority_component
+from foxhunt.learner.network import BranchingNetwork
 from foxhunt.records import LossComponent
 
 GIB = 1 << 30
@@ -143,6 +144,13 @@ def test_cuda_compares_with_free_gpu_memory(monkeypatch: pytest.MonkeyPatch) -> 
         check_config(config)
     limit = checks.memory_limit("cpu")
     assert limit is not None and limit[0] > GIB
+
+
+def test_the_parameter_count_of_the_estimate_is_the_networks() -> None:
+    config = load_config(None, ["learner.hidden=[17,9,5]", "learner.n_atoms=7", "learner.ensemble_size=3"])
+    width = observation_width(config)
+    network = BranchingNetwork(width, config.learner)
+    assert parameter_count(config, width) == sum(p.numel() for p in network.parameters())
 
 
 # -- any numeric override: a ConfigError or a config that keeps every promise --------------------------------
