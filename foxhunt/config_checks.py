@@ -43,6 +43,7 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
+from foxhunt.profiles import device_name
 
 __all__ = ["MemoryEstimate", "estimate_memory", "observation_width", "usable_cpus", "memory_limit", "check_config"]
 
@@ -94,7 +95,10 @@ def observation_width(config: FoxhuntConfig) -> int:
 
 
 def parameter_count(config: FoxhuntConfig, obs_dim: int) -> int:
-    """Exactly the parameters of :class:`~foxhunt.learner.network.BranchingNetwork` (checked by the tests)."""
+    """Exactly the parameters of :class:`~foxhunt.learner.network.BranchingNetwork` (checked by the tests).
+
+    A formula rather than a network built on torch's meta device: the sizes checked here may be absurd, and
+    torch refuses to describe a tensor whose element count overflows (found by the hypothesis test)."""
     c = config.learner
     br, a, n, k, hh = len(Branch), max(branch_sizes()), c.n_atoms, c.ensemble_size, c.head_hidden
     widths = (obs_dim, *c.hidden)
@@ -148,14 +152,6 @@ def memory_limit(device: str) -> tuple[int, str] | None:
         return None
 
 
-def _resolved_device(config: FoxhuntConfig) -> str:
-    if config.run.device != "auto":
-        return config.run.device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _size(count: int) -> str:
     if count >= 1 << 70:  # beyond a zebibyte only the order of magnitude means anything
         return f"10^{len(str(count)) - 1} B"
@@ -206,7 +202,7 @@ def machine_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
     if config.run.threads > cpus:
         problems.append(("run.threads", f"{config.run.threads} is more than the {cpus} CPU core(s) this process may "
                                         f"use; use at most {cpus} (or 0 for torch's default)"))
-    device = _resolved_device(config)
+    device = device_name(config.run.device)
     if device == "cuda":
         import torch
 

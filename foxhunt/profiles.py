@@ -22,7 +22,7 @@ from typing import Any
 
 from foxhunt.config_loading import deep_copy
 
-__all__ = ["PROFILES", "PROFILE_NAMES", "resolve_profile", "apply_profile"]
+__all__ = ["PROFILES", "PROFILE_NAMES", "device_name", "resolve_profile", "apply_profile"]
 
 # Dotted config key -> value. The CPU profile is the config classes' own defaults.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -40,18 +40,22 @@ PROFILES: dict[str, dict[str, Any]] = {
 PROFILE_NAMES = ("auto", *PROFILES)
 
 
+def device_name(device: str) -> str:
+    """``run.device`` made concrete: ``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; others as given."""
+    if device != "auto":
+        return device
+    import torch  # only when the machine must be asked: `config show` on a CPU config stays light
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def resolve_profile(data: Mapping[str, Any]) -> str:
     """The concrete profile (``cpu`` or ``gpu``) for plain config ``data`` (``run.profile``, ``run.device``)."""
     run = data.get("run", {}) if isinstance(data.get("run", {}), Mapping) else {}
     profile = run.get("profile", "auto")
     if profile != "auto":
         return profile
-    device = run.get("device", "auto")
-    if device == "auto":
-        import torch  # only when the machine must be asked: `config show` on a CPU config stays light
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return "gpu" if device == "cuda" else "cpu"
+    return "gpu" if device_name(run.get("device", "auto")) == "cuda" else "cpu"
 
 
 def apply_profile(data: dict[str, Any]) -> dict[str, Any]:

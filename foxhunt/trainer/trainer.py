@@ -44,6 +44,7 @@ from foxhunt.learner import Learner
 from foxhunt.metrics_export import MetricsExporter
 from foxhunt.monitors import attach_monitors
 from foxhunt.plugins import PluginHost
+from foxhunt.profiles import device_name
 from foxhunt.records import KernelPoint
 from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.graphs import StepGraphs
@@ -67,8 +68,7 @@ HEALTH_SLOT = "health.value"
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> CUDA when available, else the CPU; ``cuda`` without a GPU is an error."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+    name = device_name(name)
     if name == "cuda" and not torch.cuda.is_available():
         raise FoxhuntError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu or auto")
     return concrete_device(name)
