@@ -35,7 +35,7 @@ from numba import cuda
 from numba.extending import register_jitable
 
 from foxhunt.dims import DimTable
-from foxhunt.kernels.backend import Backend
+from foxhunt.kernels.backend import Backend, simulator_enabled
 from foxhunt.kernels.launcher_cache import CachedLauncher, cpu_launcher
 
 __all__ = ["DualKernel", "device_function", "device_constants", "quiet_launch_configuration", "LOW_OCCUPANCY_WARNING",
@@ -55,10 +55,13 @@ def device_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     return register_jitable(fn)
 
 
-def _cuda_launcher(row: Callable[..., Any]) -> Any:
+def _cuda_launcher(row: Callable[..., Any], max_registers: int | None) -> Any:
     # ``cuda`` must stay a module global here: the simulator swaps module globals
     # named ``cuda`` for its fake module while a kernel runs.
-    @cuda.jit
+    # The simulator's jit takes no register cap (it runs Python, registers mean nothing there).
+    options = {} if max_registers is None or simulator_enabled() else {"max_registers": max_registers}
+
+    @cuda.jit(**options)
     def launch(n, args):
         i = cuda.grid(1)
         if i < n:
@@ -75,11 +78,21 @@ class DualKernel:
     (:mod:`foxhunt.kernels.launcher_cache`), the CUDA kernel compiles on the
     first CUDA or simulator launch. Warm a kernel up before capturing it in a
     CUDA graph.
+
+    ``threads_per_block`` and ``max_registers`` shape the CUDA launch: a kernel
+    with many live values per thread can run faster with its registers capped,
+    because more threads fit on each multiprocessor to hide memory latency.
     """
 
-    def __init__(self, row: Callable[..., Any], name: str) -> None:
+    def __init__(self, row: Callable[..., Any], name: str, *, threads_per_block: int = CUDA_THREADS_PER_BLOCK,
+                 max_registers: int | None = None) -> None:
+        if not 32 <= threads_per_block <= 1024 or threads_per_block % 32:
+            raise ValueError(f"threads_per_block must be a multiple of 32 in 32..1024, got {threads_per_block}")
         self.row = row
         self.name = name
+        # CUDA launch shape (docs/kernels.md, "Launch shape"): the simulator ignores both.
+        self.threads_per_block = threads_per_block
+        self.max_registers = max_registers
         self._cpu: CachedLauncher | None = None
         self._cuda: Any = None
         self._arrays: dict[tuple[int, ...], tuple[tuple[torch.Tensor, ...], tuple[Any, ...]]] = {}
@@ -112,7 +125,7 @@ class DualKernel:
     def cuda(self) -> Any:
         """The CUDA kernel ``launch[blocks, threads, stream](n, args)``."""
         if self._cuda is None:
-            self._cuda = _cuda_launcher(self.row)
+            self._cuda = _cuda_launcher(self.row, self.max_registers)
         return self._cuda
 
     def _kernel_arrays(self, backend: Backend, tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
@@ -135,7 +148,7 @@ class DualKernel:
         handle = torch.cuda.current_stream().cuda_stream
         configured = self._launches.get((blocks, handle))
         if configured is None:
-            configured = quiet_launch_configuration(self.cuda, blocks, CUDA_THREADS_PER_BLOCK, cuda.external_stream(handle))
+            configured = quiet_launch_configuration(self.cuda, blocks, self.threads_per_block, cuda.external_stream(handle))
             self._launches[(blocks, handle)] = configured
         return configured
 
@@ -148,7 +161,7 @@ class DualKernel:
         if backend is Backend.CPU:
             self._launch_cpu(n, arrays)
         elif backend is Backend.CUDA:
-            blocks = (n + CUDA_THREADS_PER_BLOCK - 1) // CUDA_THREADS_PER_BLOCK
+            blocks = (n + self.threads_per_block - 1) // self.threads_per_block
             self._configured(blocks)(n, arrays)
         else:
             threads = min(n, SIM_THREADS_PER_BLOCK)

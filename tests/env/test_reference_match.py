@@ -79,3 +79,26 @@ def test_float32_tracks_float64(dtype: torch.dtype) -> None:
             env.step(actions)
     low, high = (env.state.double() for env in envs)
     torch.testing.assert_close(low, high, rtol=1e-5, atol=0.5)
+
+
+def test_cuda_buffers_are_stored_by_column_and_cpu_buffers_by_row() -> None:
+    # The simulator runs the CUDA layout on CPU tensors; a real GPU run checks the same on CUDA tensors.
+    prices, features = synthetic_market(2, bars=60)
+    config = EnvConfig(n_envs=5, episode_bars=8)
+    cuda_backend, cuda_device = ("cuda", "cuda") if torch.cuda.is_available() else ("cudasim", "cpu")
+    by_row = VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=4, dtype=torch.float64, backend="cpu")
+    by_column = VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=4, dtype=torch.float64,
+                          backend=cuda_backend, device=cuda_device)
+    for name in ("state", "rng", "actions", "obs"):
+        assert getattr(by_row, name).is_contiguous(), name
+        assert getattr(by_column, name).stride() == (1, config.n_envs), name
+    by_row.reset()
+    by_column.reset()
+    rng = np.random.default_rng(9)
+    for _ in range(10):
+        actions = torch.from_numpy(random_actions(rng, config.n_envs))
+        by_row.step(actions)
+        by_column.step(actions.to(cuda_device))
+    for name in ("state", "obs", "reward", "done"):
+        np.testing.assert_allclose(getattr(by_column, name).cpu().numpy(), getattr(by_row, name).numpy(),
+                                   rtol=1e-12, atol=1e-9, err_msg=name)

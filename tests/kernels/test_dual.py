@@ -78,6 +78,21 @@ def test_cuda_launch_matches_cpu() -> None:
         torch.testing.assert_close(gpu_tensor.cpu(), cpu_tensor)
 
 
+def test_a_launch_shape_covers_every_row_and_bad_block_sizes_are_refused() -> None:
+    # 128 threads per block and a register cap: 300 rows need 3 blocks, the last one partly idle.
+    shaped = DualKernel(blend_row, "test.blend_shaped", threads_per_block=128, max_registers=32)
+    backend, device = cuda_backend()
+    pair, weights, out, counter = tensors = blend_inputs(300, device)
+    shaped.launch(backend, 300, tensors)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    torch.testing.assert_close(out, pair[:, Pair.LEFT] * 3.0 + pair[:, Pair.RIGHT])
+    assert bool((counter == 1).all())
+    for threads in (0, 100, 2048):
+        with pytest.raises(ValueError, match="threads_per_block"):
+            DualKernel(blend_row, "test.bad", threads_per_block=threads)
+
+
 def test_device_constants_mirror_the_table() -> None:
     assert PAIR == (0, 1) and PAIR.RIGHT == Pair.RIGHT and type(PAIR.RIGHT) is int
 
