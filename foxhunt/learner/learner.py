@@ -320,7 +320,7 @@ class Learner:
     @torch.no_grad()
     def act_values(self, obs: torch.Tensor) -> torch.Tensor:
         """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
-        q = self.network(obs.to(self.dtype), self.support()).q
+        q = self.network.expected_q(obs.to(self.dtype), self.support())
         return q * self.popart.sigma[None, :, None] + self.popart.mu[None, :, None]
 
     def metrics(self) -> dict[str, torch.Tensor]:

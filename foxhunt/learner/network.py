@@ -157,18 +157,35 @@ class BranchingNetwork(nn.Module):
             h = F.relu(layer(h))
         return h  # [B, H]
 
-    def distribution(self, h: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Dueling C51 per branch: ``(log_probs [B, Branch, A, N], q [B, Branch, A])``; ``support`` is ``[Branch, N]``."""
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Dueling C51 per branch, before the softmax over atoms: ``[B, Branch, A, N]``."""
         batch = h.shape[0]
         value = self.value_out(F.relu(self.value_hidden(h))).view(batch, self.n_branches, 1, self.n_atoms)
         adv_h = F.relu(self.advantage_hidden(h))  # [B, Branch, hh]
         advantage = self.advantage_out(adv_h).view(batch, self.n_branches, self.n_actions, self.n_atoms)
         # padded rows are exactly zero, so the sum over A is the sum over real actions
         adv_mean = advantage.sum(2, keepdim=True) / self.n_valid[None, :, None, None]
-        log_probs = F.log_softmax(value + advantage - adv_mean, dim=-1)
+        return value + advantage - adv_mean
+
+    def distribution(self, h: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dueling C51 per branch: ``(log_probs [B, Branch, A, N], q [B, Branch, A])``; ``support`` is ``[Branch, N]``."""
+        log_probs = F.log_softmax(self.logits(h), dim=-1)
         q = (log_probs.exp() * support[None, :, None, :]).sum(-1)
         q = q.masked_fill(~self.action_mask, float("-inf"))
         return log_probs, q
+
+    def expected_q(self, obs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+        """``q [B, Branch, A]`` alone (padded actions ``-inf``): what acting needs.
+
+        Acting does not need the log-probabilities, and writing them is most of
+        the cost of a forward pass over tens of thousands of environments
+        (``B × Branch × A × N`` floats, twice). Under ``torch.compile`` the
+        softmax, the product with the support and the sum fuse into one pass
+        over the logits.
+        """
+        probs = torch.softmax(self.logits(self.features(obs)), dim=-1)
+        q = (probs * support[None, :, None, :]).sum(-1)
+        return q.masked_fill(~self.action_mask, float("-inf"))
 
     def quantile_values(self, h: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
         """IQN: ``taus [B, T]`` -> quantile values ``[B, T, Branch, A]`` (padded actions are 0)."""
