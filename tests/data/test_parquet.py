@@ -50,3 +50,15 @@ def test_missing_column_in_schema(tmp_path):
     pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "close": [1.0]}), path)
     with pytest.raises(DataError, match=r"short\.parquet: schema, .*no open column"):
         load_parquet(path)
+
+
+def test_invalid_calendar_date_in_a_text_column_names_the_row(tmp_path):
+    """A text timestamp column in Parquet is parsed like CSV text: 2021-02-31 is an error, not March 3."""
+    table = pa.table({
+        "time": ["2021-02-27 00:00:00", "2021-02-28 00:00:00", "2021-02-31 00:00:00"],
+        "open": [1.0] * 3, "high": [2.0] * 3, "low": [0.5] * 3, "close": [1.5] * 3, "volume": [1.0] * 3,
+    })  # fmt: skip
+    path = tmp_path / "dates.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(DataError, match=r"dates\.parquet: row 3, column 'time': timestamp '2021-02-31 00:00:00' is not a calendar date"):
+        load_parquet(path)
