@@ -229,3 +229,34 @@ def test_load_resolves_paths_and_rejects_unknown_sources(tmp_path):
         load(str(tmp_path / "bars.xlsx"))
     with pytest.raises(DataError, match="no such file"):
         load(str(tmp_path / "absent.csv"))
+
+
+def test_columns_differing_only_in_case_are_an_error_naming_both(tmp_path):
+    """close and Close with different values: detection would take the first silently, so it is refused."""
+    header = "Time,Open,High,Low,close,Close,Volume\n"
+    # each row: time, open, high, low, close, then Close = its low (another valid close), volume
+    rows = [",".join([*r.split(",")[:5], r.split(",")[3], r.split(",")[5]]) for r in GOOD]
+    path = write(tmp_path, rows, header=header)
+    with pytest.raises(DataError) as caught:
+        load_csv(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: header (line 1)")
+    assert "columns 'close' and 'Close' differ only in case" in message
+    assert "columns={'close': 'Close'}" in message
+    chosen = load_csv(path, columns={"close": "Close"})  # naming one exactly is the way out
+    np.testing.assert_array_equal(chosen.close, [float(r.split(",")[3]) for r in GOOD])
+
+
+def test_repeated_column_name_and_case_clash_of_the_date_column(tmp_path):
+    repeated = write(tmp_path, [r + ",1" for r in GOOD], header="Time,Open,High,Low,Close,Volume,Volume\n", name="twice.csv")
+    with pytest.raises(DataError, match="2 columns are named 'Volume'"):
+        load_csv(repeated)
+    rows = ["2017-01-02,2017-01-02,00:00,1,2,0.5,1.5,1"]
+    clash = write(tmp_path, rows, header="date,Date,Time,Open,High,Low,Close,Volume\n", name="dates.csv")
+    with pytest.raises(DataError, match="columns 'date' and 'Date' differ only in case"):
+        load_csv(clash)
+
+
+def test_unread_columns_may_differ_only_in_case(tmp_path):
+    path = write(tmp_path, [r + ",a,b" for r in GOOD], header="Time,Open,High,Low,Close,Volume,note,Note\n")
+    assert len(load_csv(path)) == len(GOOD)

@@ -62,3 +62,13 @@ def test_invalid_calendar_date_in_a_text_column_names_the_row(tmp_path):
     pq.write_table(table, path)
     with pytest.raises(DataError, match=r"dates\.parquet: row 3, column 'time': timestamp '2021-02-31 00:00:00' is not a calendar date"):
         load_parquet(path)
+
+
+def test_schema_columns_differing_only_in_case_are_an_error(tmp_path):
+    stamps = np.array(["2017-01-03", "2017-01-04"], "datetime64[ns]")
+    table = pa.table({"time": stamps, "open": [1.0] * 2, "high": [2.0] * 2, "low": [0.5] * 2, "close": [1.5] * 2,
+                      "CLOSE": [1.2] * 2, "volume": [1.0] * 2})
+    path = tmp_path / "case.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(DataError, match=r"case\.parquet: schema, .*columns 'close' and 'CLOSE' differ only in case"):
+        load_parquet(path)
