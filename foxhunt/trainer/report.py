@@ -161,10 +161,25 @@ def _summary_table(summary: dict[str, Any], window: str) -> str:
     return f"<table class='{window}'><tr>{header}</tr>{''.join(rows)}</table>"
 
 
+def _bankruptcies(summary: dict[str, Any], window: str) -> list[str]:
+    """A notice naming every fold and policy whose account went bankrupt on ``window``, and the bar."""
+    ruined = [
+        f"fold {html.escape(str(fold.get('fold')))} {policy.replace('_', ' ')}: bankrupt at bar "
+        f"{html.escape(str(metrics['bankrupt_bar']))}"
+        for fold in summary.get("folds", [])
+        for policy in POLICIES
+        if "bankrupt_bar" in (metrics := fold.get(window, {}).get(policy, {}))
+    ]
+    if not ruined:
+        return []
+    return [f"<p class='bankrupt'><strong>Bankrupt</strong> (equity at or below zero; the backtest traded no more "
+            f"after that bar and its figures include the ruin): {'; '.join(ruined)}</p>"]
+
+
 def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list[str]:
     """The heading, table and per-fold equity plots of one window."""
     _, heading, plot_title = WINDOW_SECTIONS[window]
-    parts = [f"<h2 id='{window}'>{html.escape(heading)}</h2>", _summary_table(summary, window)]
+    parts = [f"<h2 id='{window}'>{html.escape(heading)}</h2>", *_bankruptcies(summary, window), _summary_table(summary, window)]
     for fold in summary.get("folds", []):
         path = run_dir / "equity" / equity_file_name(int(fold["fold"]), window)
         if path.exists():
