@@ -68,6 +68,12 @@ SIZE_KEYS: dict[str, Callable[[FoxhuntConfig], FoxhuntConfig]] = {
 }
 
 
+# Money is float64 in backtests, whose 53-bit mantissa counts whole units exactly only up to 2**53 (9.0e15),
+# and float32 in the training state: 1e308 of cash became inf there (NaN weights) and overflowed the report's
+# plots. No account holds more than 1e15 of any currency.
+MAX_INITIAL_CASH = 1e15
+
+
 def _evolve(config: FoxhuntConfig, section: str, **changes: object) -> FoxhuntConfig:
     return attrs.evolve(config, **{section: attrs.evolve(getattr(config, section), **changes)})
 
@@ -169,6 +175,12 @@ def value_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
         problems.append(("learner.v_min", f"{c.v_min!r} must be below learner.v_max = {c.v_max!r} (the C51 support)"))
     if not math.isfinite(c.v_min) or not math.isfinite(c.v_max):
         problems.append(("learner.v_min", f"the support [{c.v_min!r}, {c.v_max!r}] must be finite"))
+    if not env.initial_cash <= MAX_INITIAL_CASH:  # also refuses infinity (NaN and <= 0 are the validator's)
+        problems.append(("env.initial_cash", f"{env.initial_cash!r} must be at most {MAX_INITIAL_CASH:.0e}: money is "
+                                             "float64 in backtests (whole units exact only up to 9.0e15) and float32 "
+                                             "in training"))
+    if env.reward_scale is not None and not math.isfinite(env.reward_scale):
+        problems.append(("env.reward_scale", f"{env.reward_scale!r} must be finite (every reward would be 0)"))
     if c.lr_schedule == "cosine" and c.lr_min > c.lr:
         problems.append(("learner.lr_min", f"{c.lr_min!r} is above learner.lr = {c.lr!r}; the cosine schedule "
                                            "anneals from lr down to lr_min"))

@@ -102,12 +102,26 @@ def unstructure(config: Any) -> dict[str, Any]:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML file; syntax errors name the file, line and column."""
+    """Read a TOML file; syntax errors name the file, line and column, bytes that are not UTF-8 their line."""
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            data = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except OSError as error:  # a directory, no permission, an I/O error
+        raise ConfigError(f"{path}: cannot read the config file: {error.strerror or error}") from None
+    try:
+        # TOML is UTF-8 by definition; "-sig" drops the byte-order mark some Windows editors put before it.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        # A file saved as Latin-1, cp1252 or UTF-16 fails here: say where, not just that.
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{path}: line {line}: byte {data[error.start]:#04x} is not UTF-8 text, and TOML files must be UTF-8. "
+            "Save the file as UTF-8 and run again"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
 

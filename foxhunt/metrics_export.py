@@ -9,20 +9,102 @@ Gauges (every one labelled ``run`` and ``fold``; ``component`` is the monitor's 
 
 Each run gets its own :class:`~prometheus_client.CollectorRegistry` (never
 the global one), so two trainers in one process cannot clobber each other and
-a test sees only its own gauges. ``foxhunt train --metrics-port PORT`` serves
-it with :meth:`MetricsExporter.serve`; close the returned server at the end.
+a test sees only its own gauges. ``foxhunt train --metrics-port [HOST:]PORT``
+serves it with :meth:`MetricsExporter.serve`; close the returned server at the end.
+
+The server listens on 127.0.0.1 unless a host is given (:class:`MetricsEndpoint`,
+:func:`parse_endpoint`): the gauges describe a run, and a training machine
+should not show them to its network by default. An address that cannot be
+served (a port in use, a privileged port, a host that is not this machine's) is
+one :class:`~foxhunt.errors.FoxhuntError` naming it, from :func:`check_endpoint`
+(the CLI calls it while reading the option, before any data is loaded) and from
+:func:`start_metrics_server` itself.
 """
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, start_http_server
 
+from foxhunt.errors import FoxhuntError
 from foxhunt.monitors import DiagSnapshot
 
-__all__ = ["MetricsExporter", "MetricsServer", "start_metrics_server"]
+__all__ = [
+    "DEFAULT_METRICS_HOST",
+    "MetricsEndpoint",
+    "parse_endpoint",
+    "check_endpoint",
+    "MetricsExporter",
+    "MetricsServer",
+    "start_metrics_server",
+]
+
+DEFAULT_METRICS_HOST = "127.0.0.1"
+
+
+@attrs.frozen
+class MetricsEndpoint:
+    """Where the metrics server listens: ``host`` (an address or name of this machine) and ``port``."""
+
+    port: int
+    host: str = DEFAULT_METRICS_HOST
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_endpoint(text: str) -> MetricsEndpoint:
+    """``"9100"`` (on 127.0.0.1), ``"0.0.0.0:9100"``, ``"localhost:9100"`` or ``"[::1]:9100"``; ValueError otherwise."""
+    text = text.strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = DEFAULT_METRICS_HOST, text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host or not host:
+        raise ValueError(f"{text!r} is not [HOST:]PORT; write an IPv6 address in brackets, e.g. [::1]:9100")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535, e.g. 9100 or 0.0.0.0:9100")
+    return MetricsEndpoint(int(port_text), host)
+
+
+def _serving_error(endpoint: MetricsEndpoint, error: OSError) -> FoxhuntError:
+    if isinstance(error, socket.gaierror):
+        reason = f"{endpoint.host!r} is not an address or host name this machine can resolve"
+    elif error.errno == errno.EADDRINUSE:
+        reason = (f"port {endpoint.port} is in use by another program (another `foxhunt train --metrics-port`?); "
+                  "choose another port")
+    elif error.errno == errno.EADDRNOTAVAIL:
+        reason = f"{endpoint.host} is not an address of this machine; use 127.0.0.1, 0.0.0.0 or one of its addresses"
+    elif error.errno == errno.EACCES:
+        reason = f"port {endpoint.port} needs privileges this process lacks; use a port above 1023"
+    else:
+        reason = error.strerror or str(error)
+    return FoxhuntError(f"cannot serve metrics on {endpoint}: {reason} (--metrics-port)")
+
+
+def check_endpoint(endpoint: MetricsEndpoint) -> MetricsEndpoint:
+    """``endpoint`` when it can be served now, else the FoxhuntError :func:`start_metrics_server` would raise.
+
+    Binds and releases a socket the way the server will (address reuse on, as ``http.server`` sets it, so a
+    port left in TIME_WAIT by a previous run is not refused): a run fails in a moment instead of after its
+    data and network are built. The port can still be taken in between; the server's own bind says so then.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            endpoint.host, endpoint.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        raise _serving_error(endpoint, error) from None
+    return endpoint
 
 
 class MetricsServer:
@@ -35,7 +117,7 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        return f"http://{MetricsEndpoint(self.port, self.host)}/metrics"
 
     def close(self) -> None:
         self._server.shutdown()
@@ -49,9 +131,15 @@ class MetricsServer:
         self.close()
 
 
-def start_metrics_server(registry: CollectorRegistry, port: int, addr: str = "127.0.0.1") -> MetricsServer:
-    """Serve ``registry`` at ``http://addr:port/metrics`` on a daemon thread (port 0: any free port)."""
-    server, thread = start_http_server(port, addr=addr, registry=registry)
+def start_metrics_server(registry: CollectorRegistry, port: int, addr: str = DEFAULT_METRICS_HOST) -> MetricsServer:
+    """Serve ``registry`` at ``http://addr:port/metrics`` on a daemon thread (port 0: any free port).
+
+    An address that cannot be served is a FoxhuntError naming it (see :func:`check_endpoint`).
+    """
+    try:
+        server, thread = start_http_server(port, addr=addr, registry=registry)
+    except OSError as error:
+        raise _serving_error(MetricsEndpoint(port, addr), error) from None
     return MetricsServer(server, thread)
 
 
@@ -88,8 +176,13 @@ class MetricsExporter:
         if epoch is not None:
             self.epoch.labels(self.run, fold_label).set(epoch)
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
-        """Start the HTTP endpoint for this run's registry; the caller closes the returned server."""
+    def serve(self, port: int | MetricsEndpoint, addr: str = DEFAULT_METRICS_HOST) -> MetricsServer:
+        """Start the HTTP endpoint for this run's registry; the caller closes the returned server.
+
+        ``port`` is a port on ``addr``, or a :class:`MetricsEndpoint` (host and port, as ``--metrics-port`` gives).
+        """
+        if isinstance(port, MetricsEndpoint):
+            port, addr = port.port, port.host
         return start_metrics_server(self.registry, port, addr)
 
     def text(self) -> str:

@@ -9,6 +9,7 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from trainer_testkit import invoke
 
 from foxhunt.config import FoxhuntConfig, RunConfig, dump_config, load_config
 from foxhunt.config_loading import apply_overrides, parse_override
@@ -81,6 +82,31 @@ def test_bad_toml_syntax_names_the_file_line_and_column(toml) -> None:
     message = config_error(path)
     assert message.startswith(f"{path}: not valid TOML: ")
     assert "(at line 1, column 5)" in message
+
+
+def test_a_config_that_is_not_utf8_is_one_paragraph_naming_the_file_and_line(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes("[run]\nseed = 1\n# café\n".encode("latin-1"))
+    assert config_error(latin1) == (f"{latin1}: line 3: byte 0xe9 is not UTF-8 text, and TOML files must be UTF-8. "
+                                    "Save the file as UTF-8 and run again")
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_bytes("[run]\nseed = 1\n".encode("utf-16"))
+    assert config_error(utf16).startswith(f"{utf16}: line 1: byte 0xff is not UTF-8 text")
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes("[run]\nseed = 7\n".encode("utf-8-sig"))  # UTF-8 with a Windows byte-order mark loads
+    assert load_config(bom).run.seed == 7
+    with pytest.raises(ConfigError, match=f"{tmp_path}: cannot read the config file: Is a directory"):
+        load_config(tmp_path)
+
+
+def test_foxhunt_train_with_a_non_utf8_config_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "cp1252.toml"
+    path.write_bytes(b"[data]\nsource = \"\x93quoted\x94.csv\"\n")
+    result = invoke("train", "--config", str(path), "--out", str(tmp_path / "run"), "--no-progress")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip() == f"error: {path}: line 2: byte 0x93 is not UTF-8 text, and TOML files must be UTF-8. " \
+                                    "Save the file as UTF-8 and run again"
+    assert not (tmp_path / "run").exists()
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:

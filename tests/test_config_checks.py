@@ -60,6 +60,9 @@ REFUSED = [  # (--set override, the key the paragraph must name, a phrase of the
     ("learner.n_atoms=1e6", "learner.n_atoms", "learner.n_atoms weighs most"),
     ("learner.ensemble_size=1e5", "learner.ensemble_size", "learner.ensemble_size weighs most"),
     ("learner.batch_size=1e8", "learner.batch_size", "learner.batch_size weighs most"),
+    ("env.initial_cash=1e308", "env.initial_cash", "must be at most 1e+15"),
+    ("env.initial_cash=inf", "env.initial_cash", "must be at most 1e+15"),
+    ("env.reward_scale=inf", "env.reward_scale", "must be finite"),
 ]
 
 
@@ -159,7 +162,7 @@ NUMERIC_KEYS = (
     "learner.v_min", "learner.v_max", "learner.n_step", "learner.n_atoms", "learner.ensemble_size",
     "learner.batch_size", "learner.head_hidden", "learner.replay.capacity", "env.n_envs", "env.episode_bars",
     "run.seed", "run.threads", "train.warmup_env_steps", "train.epochs", "train.env_steps_per_epoch",
-    "env.max_contracts", "env.churn_bars",
+    "env.max_contracts", "env.churn_bars", "env.initial_cash", "env.reward_scale",
 )
 NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70),
@@ -194,3 +197,4 @@ def test_numeric_overrides_give_a_config_error_or_a_config_that_can_run(pairs: l
     assert plan.warmup_vector_steps < train_.epochs * plan.vector_steps
     assert estimate_memory(config).total <= MACHINE_RAM
     assert math.isfinite(physics_params(env, preset("ES"), (0, 2)).sum())  # what the environment is built from
+    assert 0 < env.initial_cash <= checks.MAX_INITIAL_CASH

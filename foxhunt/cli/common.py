@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from foxhunt.config import FoxhuntConfig, load_config
+from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
 from foxhunt.plugins import FrozenRegistries, PluginHost
 
-__all__ = ["config_options", "resolve_config", "frozen_host", "echo_json"]
+__all__ = ["config_options", "metrics_port_option", "resolve_config", "frozen_host", "echo_json"]
 
 
 def config_options(function):
@@ -28,6 +29,39 @@ def config_options(function):
         "config_path",
         type=click.Path(dir_okay=False, path_type=Path),
         help="TOML config file (defaults apply to every key it leaves out).",
+    )(function)
+
+
+class MetricsEndpointType(click.ParamType):
+    """``[HOST:]PORT`` -> a :class:`MetricsEndpoint` that can be served now.
+
+    A malformed value is click's usage error; an address that cannot be served (a port in use) is the
+    FoxhuntError of :func:`check_endpoint`, one paragraph with exit code 2, raised while the option is read so
+    that a run fails before its data is loaded.
+    """
+
+    name = "[HOST:]PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> MetricsEndpoint:
+        if isinstance(value, MetricsEndpoint):
+            return value
+        try:
+            endpoint = parse_endpoint(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+        return check_endpoint(endpoint)
+
+
+def metrics_port_option(function):
+    """``--metrics-port [HOST:]PORT``: where the Prometheus endpoint listens (127.0.0.1 unless a host is given)."""
+    return click.option(
+        "--metrics-port",
+        type=MetricsEndpointType(),
+        metavar="[HOST:]PORT",
+        help="Serve Prometheus metrics at http://HOST:PORT/metrics while training. A PORT alone listens on "
+             "127.0.0.1, this machine only; give an address to listen elsewhere: 0.0.0.0:9100 on every "
+             "interface (anyone who reaches the machine can read the gauges), [::1]:9100 for IPv6. A port in use "
+             "is refused before any data is loaded.",
     )(function)
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
-from foxhunt.cli.common import config_options, resolve_config
+from foxhunt.cli.common import config_options, metrics_port_option, resolve_config
 from foxhunt.config import load_config
 from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
@@ -50,7 +50,7 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Continue a run stopped with Ctrl-C from its run directory (uses that run's config).")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics over HTTP on this port.")
+@metrics_port_option
 @click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal (default: on).")
 def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, metrics_port, progress) -> None:
     """Train an agent with walk-forward folds and write a run directory.

@@ -1,7 +1,9 @@
 """Which file column plays which role (time, open, high, low, close, volume).
 
-Names are matched case-insensitively after trimming. A mapping given by the user
-wins over detection; ``volume`` may be mapped to ``None`` for files without volume
+Names are matched case-insensitively after trimming, so two columns whose names
+differ only in case (``close`` and ``Close``) are an error when detection would
+pick one of them: the other would be ignored without a word. A mapping given by
+the user names one exactly and wins over detection; ``volume`` may be mapped to ``None`` for files without volume
 (FX quotes often have none), which loads zero volume and says so in the report.
 ``Adj Close`` is never picked up by detection: adjusted and raw closes differ
 after splits and dividends, so using it must be a deliberate ``{"close": "Adj Close"}``.
@@ -61,11 +63,26 @@ def resolve_columns(
     unknown = sorted(set(mapping) - set(ROLES))
     if unknown:
         raise DataError(f"{source}: unknown column role(s) {unknown} in the column mapping; roles are {list(ROLES)}")
-    by_lower = {}
+    # Every header name under its case-folded form: detection is case-insensitive, so two names that differ
+    # only in case (close and Close) both match, and picking the first would read one column silently.
+    by_lower: dict[str, list[str]] = {}
     for name in header:
-        by_lower.setdefault(name.strip().lower(), name)
+        by_lower.setdefault(name.strip().lower(), []).append(name)
     chosen: dict[str, str | tuple[str, ...] | None] = {}
     problems = []
+
+    def detected(alias: str, role: str) -> str:
+        names = by_lower[alias]
+        if len(set(names)) == 1 < len(names):
+            problems.append(f"{len(names)} columns are named {names[0]!r}, so which one is the {role} column is "
+                            "ambiguous; rename or drop all but one")
+        elif len(names) > 1:
+            problems.append(
+                f"columns {' and '.join(repr(n) for n in names)} differ only in case, so which one is the {role} "
+                f"column is ambiguous; rename or drop one, or map one, e.g. columns={{'{role}': '{names[-1]}'}}"
+            )
+        return names[0]
+
     for role in ROLES:
         if role in mapping:
             wanted = mapping[role]
@@ -73,13 +90,16 @@ def resolve_columns(
                 chosen[role] = None
             elif wanted is None or wanted not in header:
                 problems.append(f"{role} is mapped to {wanted!r}, which is not a column")
+            elif list(header).count(wanted) > 1:
+                problems.append(f"{role} is mapped to {wanted!r}, and {list(header).count(wanted)} columns have that name")
             else:
                 chosen[role] = wanted
             continue
-        hits = [by_lower[alias] for alias in ALIASES[role] if alias in by_lower]
         if role == "time" and {"date", "time"} <= set(by_lower):
-            chosen[role] = (by_lower["date"], by_lower["time"])
-        elif len(hits) == 1:
+            chosen[role] = (detected("date", "date"), detected("time", "time"))
+            continue
+        hits = [detected(alias, role) for alias in ALIASES[role] if alias in by_lower]
+        if len(hits) == 1:
             chosen[role] = hits[0]
         elif len(hits) > 1:
             problems.append(f"{role} could be any of {hits}; map one, e.g. columns={{'{role}': '{hits[0]}'}}")

@@ -6,11 +6,16 @@ fraction of a second and an optional UTC offset (``Z``, ``UTC``, ``+01:00``,
 either the one given, or the single candidate in :data:`CANDIDATE_FORMATS` that
 parses every row. Timestamps with an offset are exact; naive ones are read as wall
 time in ``timezone`` (ambiguous or non-existent wall times are errors, not guesses).
+Arrow's ``strptime`` accepts a day past the end of its month and a second 60 and
+rolls them over (``2021-02-31`` becomes March 3), so every parsed row is written
+back with the same format and compared with its text: a row that does not come
+back is not a calendar date or time, and is an error.
 Integer columns are Unix epoch times; the unit is chosen from their magnitude.
 """
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 
 import numpy as np
@@ -50,6 +55,9 @@ CANDIDATE_FORMATS: tuple[str, ...] = (
 # base: everything up to the seconds (or minutes); then fraction; then offset.
 _SPLIT = r"^(?P<base>.*?\d:\d\d(?::\d\d)?)(?P<frac>\.\d{1,9})?\s*(?P<off>Z|UTC|[+-]\d\d:?\d\d)?$"
 # Epoch magnitudes of today's dates: seconds ~1.7e9, ms ~1.7e12, us ~1.7e15, ns ~1.7e18.
+# Directives whose overflow can only roll a day into the next month's first three days or a second 60 into the
+# next minute (see _refuse_rolled_over); any other directive in a format has every row checked.
+_ROLL_DIRECTIVES = frozenset("YmdHMSyIpbBaAe%")
 _EPOCH_UNITS = ((10**11, 10**9, "seconds"), (10**14, 10**6, "milliseconds"), (10**17, 10**3, "microseconds"))
 
 
@@ -126,6 +134,7 @@ def _parse_text(
     failed = np.flatnonzero(np.asarray(parsed.is_null()))
     if failed.size:
         _bad_text(source, label, column, text, int(failed[0]), fmt)
+    _refuse_rolled_over(base, parsed, fmt, source, column, label, text)
     ns = np.asarray(parsed.cast(pa.int64()))
     if frac is not None:
         ns = ns + _fraction_ns(frac)
@@ -180,6 +189,49 @@ def _bad_text(source: str, label: RowLabel, column: str, text: pa.Array, index: 
     raise DataError(
         f"{source}: {label(index)}, column {column!r}: cannot parse timestamp {text[index].as_py()!r}; {hint}. "
         "Correct that row, or pass timestamp_format= (strptime syntax) if the whole column uses another format"
+    )
+
+
+def _digit_runs(text: pa.Array) -> pa.Array:
+    """The numbers in each string, without leading zeros, one space apart ("01/02/2017 3:04" -> "1 2 2017 3 4")."""
+    runs = pc.replace_substring_regex(text, pattern=r"\D+", replacement=" ")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(runs, pattern=r"(^| )0+(\d)", replacement=r"\1\2"))
+
+
+def _refuse_rolled_over(
+    base: pa.Array, parsed: pa.Array, fmt: str, source: str, column: str, label: RowLabel, text: pa.Array
+) -> None:
+    """A DataError at the first row whose parsed time, written back with ``fmt``, has other numbers than its text.
+
+    Only the numbers are compared: ``strptime`` accepts "1/2/2017" for ``%m/%d/%Y`` and ``strftime`` writes
+    "01/02/2017", and names (``%b``, ``%a``) come back in their own spelling. A rolled-over day or second
+    changes a number, so it always shows. Writing back costs seconds per million rows, so only rows that can
+    have rolled over are written back when the format holds only the usual directives: a day past the end of
+    its month (31 at most, 28 days at least) lands on day 1, 2 or 3 of the next month, and a second 60 needs
+    a "60" in the text.
+    """
+    directives = set(re.findall(r"%(.)", fmt))
+    rows = np.arange(len(base))
+    if directives <= _ROLL_DIRECTIVES:
+        suspect = pc.or_(pc.less_equal(pc.day(parsed), 3), pc.match_substring(base, "60"))
+        rows = np.flatnonzero(np.asarray(suspect))
+        if not rows.size:
+            return
+    taken = pa.array(rows)
+    try:
+        written = pc.strftime(parsed.take(taken).cast(pa.timestamp("s")), format=fmt, locale="C")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # A user format with a directive arrow parses but cannot write back: there is nothing to compare
+        # with, so its rows are taken as parsed (the candidate formats all write back).
+        return
+    same = np.asarray(pc.equal(_digit_runs(base.take(taken)), _digit_runs(written)).fill_null(False))
+    if same.all():
+        return
+    index = int(rows[np.flatnonzero(~same)[0]])
+    raise DataError(
+        f"{source}: {label(index)}, column {column!r}: timestamp {text[index].as_py()!r} is not a calendar date or "
+        f"time (a day past the end of its month, or a second 60); read with {fmt!r} it would silently become "
+        f"{parsed[index].as_py()}. Correct that row and load again"
     )
 
 

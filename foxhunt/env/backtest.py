@@ -23,6 +23,17 @@ Metric definitions (``docs/fill-model.md`` has the physics):
 - ``trades``: completed round trips; ``hit_rate``: share of them that made money.
 - ``exposure``: share of bars that ended with a position open.
 
+Bankruptcy: the physics ends an episode when equity falls to zero or below
+and, without auto-reset, trades no more. The backtest stops there too: it asks
+the policy for nothing after that bar, holds the ruined portfolio (equity,
+position) unchanged to the window's end, so every curve keeps the window's
+length, and records the bar in ``bankrupt_bar`` (the market bar index whose
+close marked equity at or below zero; None for a solvent account). Net P&L is
+then below minus the initial cash when that one bar lost more than the account
+held: the physics has no broker who absorbs the deficit, so it is reported as
+it is, beside ``bankrupt_bar``. The metrics are computed over the whole window,
+flat after the bankruptcy.
+
 Baselines: *buy-and-hold* holds one contract long, bought with a market order
 at NORMAL urgency on the first bar and held to the end (same costs and margin
 rule); *flat* never trades.
@@ -36,6 +47,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import structlog
 import torch
 
 from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
@@ -46,6 +58,8 @@ from foxhunt.env.vector import VectorEnv
 
 __all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "constant_policy", "baselines", "equity_ratios"]
 
+log = structlog.get_logger(__name__)
+
 METRIC_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "calmar", "turnover", "trades", "hit_rate", "exposure")
 
 Policy = Callable[[torch.Tensor], Any]
@@ -53,7 +67,11 @@ Policy = Callable[[torch.Tensor], Any]
 
 @attrs.frozen
 class BacktestResult:
-    """Metrics of one backtest plus its equity curve (``equity[0]`` is the initial cash)."""
+    """Metrics of one backtest plus its equity curve (``equity[0]`` is the initial cash).
+
+    ``bankrupt_bar``: the market bar at whose close equity reached zero or below (the backtest traded no more
+    after it), or None when the account stayed solvent.
+    """
 
     net_pnl: float
     sharpe: float
@@ -65,10 +83,12 @@ class BacktestResult:
     hit_rate: float
     exposure: float
     equity: np.ndarray = attrs.field(eq=False, repr=False)
+    bankrupt_bar: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Metrics by name (``METRIC_KEYS``) and the equity curve as a list under ``equity``."""
+        """Metrics by name (``METRIC_KEYS``), ``bankrupt_bar`` and the equity curve as a list under ``equity``."""
         values: dict[str, Any] = {key: getattr(self, key) for key in METRIC_KEYS}
+        values["bankrupt_bar"] = self.bankrupt_bar
         values["equity"] = [float(v) for v in self.equity]
         return values
 
@@ -124,6 +144,7 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
     annual_return = growth ** (bars_per_year / bars) - 1.0 if bars and growth > 0 else -1.0
     last = history[-1] if len(history) else np.zeros(PS.size())
     trades = int(last[PS.TRADES])
+    ruined = np.flatnonzero(history[:, PS.EQUITY] <= 0.0)
     return BacktestResult(
         net_pnl=float(equity[-1] - equity[0]),
         sharpe=sharpe,
@@ -135,6 +156,7 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
         hit_rate=float(last[PS.WINS] / trades) if trades else 0.0,
         exposure=float(np.mean(history[:, PS.POSITION] != 0)) if len(history) else 0.0,
         equity=equity,
+        bankrupt_bar=int(history[ruined[0], PS.BAR]) if ruined.size else None,
     )
 
 
@@ -163,9 +185,19 @@ def backtest(
     obs = env.reset()
     for bar in range(steps):
         actions = torch.as_tensor(policy(obs), device=env.device).reshape(1, Branch.size())
-        obs, _, _ = env.step(actions)
+        obs, _, done = env.step(actions)
         history[bar] = env.state[0]
-    return result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year)
+        if bar + 1 < steps and bool(done[0]):
+            # Done before the window's last bar: only bankruptcy ends this episode (episode_bars spans the
+            # window). The kernel leaves a finished environment as it is, so the rest of the window is that
+            # row, exactly what stepping on would record, without asking the policy for more actions.
+            history[bar + 1 :] = history[bar]
+            break
+    result = result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year)
+    if result.bankrupt_bar is not None:
+        log.warning("backtest_bankrupt", bar=result.bankrupt_bar, equity=float(result.equity[-1]),
+                    initial_cash=config.initial_cash, window=[start, end])
+    return result
 
 
 def baselines(

@@ -93,5 +93,6 @@ def compute_features(
     matrix = FeatureMatrix(values, fs.names, warmup, fs, data_hash)
     if cache is not None:
         path = cache.put(key, matrix.values, fs.names, warmup)
-        log.debug("feature_cache_write", path=str(path), features=len(fs.names), bars=len(market))
+        if path is not None:  # None: larger than the cache's whole limit, not kept (put says so)
+            log.debug("feature_cache_write", path=str(path), features=len(fs.names), bars=len(market))
     return matrix

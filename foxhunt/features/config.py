@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from foxhunt.features.cache import FeatureCache
+from foxhunt.features.cache import MB, FeatureCache
 from foxhunt.features.sets import FEATURE_SETS, FeatureSet, feature_set
 from foxhunt.features.library import parse_feature
 
@@ -37,6 +37,9 @@ class FeatureConfig:
     explicit list instead (a custom set named after ``feature_set``).
     ``cache_dir``: None for the default (``$FOXHUNT_CACHE_DIR/features`` or
     ``~/.cache/foxhunt/features``). ``cache``: False disables the cache.
+    ``cache_max_mb``: the most the cache's entries may hold, in MiB; least
+    recently used entries are deleted beyond it (None: ``$FOXHUNT_FEATURE_CACHE_MAX_MB``,
+    else 2048, i.e. 2 GiB).
     ``clip``: normalised values are clipped to [-clip, clip] (None: no clip).
     """
 
@@ -44,10 +47,13 @@ class FeatureConfig:
     names: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_known_names)
     cache_dir: str | None = None
     cache: bool = True
+    cache_max_mb: int | None = attrs.field(default=None, validator=_positive_or_none)
     clip: float | None = attrs.field(default=10.0, validator=_positive_or_none)
 
     def resolve_set(self) -> FeatureSet:
         return feature_set(self.feature_set, self.names)
 
     def make_cache(self) -> FeatureCache | None:
-        return FeatureCache(self.cache_dir) if self.cache else None
+        if not self.cache:
+            return None
+        return FeatureCache(self.cache_dir, None if self.cache_max_mb is None else self.cache_max_mb * MB)

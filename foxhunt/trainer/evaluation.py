@@ -40,8 +40,15 @@ def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
 
 
 def metrics_of(result: BacktestResult) -> dict[str, float]:
-    """The metric values of a result (no equity curve), JSON-ready."""
-    return {key: _finite(getattr(result, key)) for key in METRIC_KEYS}
+    """The metric values of a result (no equity curve), JSON-ready; ``bankrupt_bar`` only when it went bankrupt.
+
+    Every value stays a number (a resume checkpoint's reader holds the stored figures to that), so a solvent
+    result has no ``bankrupt_bar`` key rather than a null one.
+    """
+    values = {key: _finite(getattr(result, key)) for key in METRIC_KEYS}
+    if result.bankrupt_bar is not None:
+        values["bankrupt_bar"] = result.bankrupt_bar
+    return values
 
 
 def _finite(value: float) -> float:
@@ -74,22 +81,28 @@ def combine(curves: Sequence[np.ndarray], trades: Sequence[int], turnovers: Sequ
     }
 
 
-def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float) -> dict[str, dict[str, float]]:
+def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float) -> dict[str, dict[str, Any]]:
     """Every policy's :func:`combine` over the folds' ``window`` ("validation" or "test") curves.
 
     Each result holds ``result[window][policy]`` metrics and ``result["curves"][window][policy]`` equity.
+    A policy whose account went bankrupt in some folds gets ``bankrupt_folds``, the list of those folds.
     Test windows follow each other exactly; validation windows do too when ``validation_bars`` equals
     ``test_bars``, and overlap (sharing bars) when it is larger, so ``validation_overall`` is a description
     of the selection windows, not a market stretch traded once.
     """
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
-    return {
-        policy: combine(
+    figures = {}
+    for policy in POLICIES:
+        figures[policy] = combine(
             [np.asarray(r["curves"][window][policy], dtype=np.float64) for r in results],
             [r[window][policy]["trades"] for r in results],
             [r[window][policy]["turnover"] for r in results],
             bars_per_year,
         )
-        for policy in POLICIES
-    }
+        # A fold whose account went bankrupt is named here too: its ruin is inside the chained figures,
+        # and a reader of the overall line alone should not have to find it in the folds.
+        ruined = [r.get("fold", index) for index, r in enumerate(results) if "bankrupt_bar" in r[window][policy]]
+        if ruined:
+            figures[policy]["bankrupt_folds"] = ruined
+    return figures

@@ -41,7 +41,7 @@ from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
-from foxhunt.metrics_export import MetricsExporter
+from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
 from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
@@ -108,7 +108,7 @@ class Trainer:
         *,
         stop: Any = None,
         show_progress: bool = True,
-        metrics_port: int | None = None,
+        metrics_port: int | MetricsEndpoint | None = None,
         run_id: str | None = None,
         on_epoch: EpochCallback | None = None,
     ) -> None:

@@ -34,6 +34,8 @@ def replace_row(index: int, text: str) -> list[str]:
 # (case, row index to replace (0-based data row), replacement, column, message fragment)
 BAD_CASES = [
     ("unparseable timestamp", 2, "2017-01-02 0x:00:00,1.12,1.14,1.11,1.13,130", "Time", "cannot parse timestamp"),
+    ("day past the end of its month", 2, "2017-02-31 02:00:00,1.12,1.14,1.11,1.13,130", "Time", "not a calendar date"),
+    ("second 60", 1, "2017-01-02 00:59:60,1.11,1.13,1.10,1.12,120", "Time", "not a calendar date"),
     ("negative price", 1, "2017-01-02 01:00:00,1.11,1.13,-1.10,1.12,120", "Low", "zero or negative"),
     ("zero price", 3, "2017-01-02 03:00:00,0,1.15,1.12,1.14,110", "Open", "zero or negative"),
     ("high below low", 2, "2017-01-02 02:00:00,1.12,1.10,1.11,1.13,130", "High", "below low"),
@@ -58,6 +60,38 @@ def test_bad_row_names_file_row_and_column(tmp_path, case, index, text, column, 
     assert f"row {index + 1} (line {index + 2})" in message  # data row and text line (header is line 1)
     assert f"column {column!r}" in message
     assert fragment in message
+
+
+def test_invalid_calendar_date_is_refused_not_rolled_over(tmp_path):
+    """2021-02-31 used to load as 2021-03-03; every date format and an explicit format refuse it, naming the row."""
+    cases = [
+        ("iso.csv", "Time", ["2021-02-27", "2021-02-28", "2021-02-31", "2021-03-04"], None),
+        ("dotted.csv", "Date", ["27.02.2021", "28.02.2021", "31.02.2021", "04.03.2021"], None),
+        ("us.csv", "Date", ["2/27/2021", "2/28/2021", "2/31/2021", "3/4/2021"], None),
+        ("named.csv", "Date", ["27-Feb-2021", "28-Feb-2021", "31-Feb-2021", "04-Mar-2021"], "%d-%b-%Y"),
+        ("april.csv", "Date", ["2021-04-29 10:00", "2021-04-30 10:00", "2021-04-31 10:00", "2021-05-03 10:00"], None),
+    ]
+    for name, column, stamps, fmt in cases:
+        rows = [f"{stamp},1,2,0.5,1.5,1" for stamp in stamps]
+        path = write(tmp_path, rows, header=f"{column},Open,High,Low,Close,Volume\n", name=name)
+        with pytest.raises(DataError) as caught:
+            load_csv(path, timestamp_format=fmt)
+        message = str(caught.value)
+        assert message.startswith(f"{path}: row 3 (line 4), column {column!r}: timestamp {stamps[2]!r}"), message
+        assert "not a calendar date" in message and "would silently become 2021-0" in message
+
+
+def test_invalid_date_in_a_separate_date_column_names_both_columns(tmp_path):
+    rows = ["2021-02-28,10:00,1,2,0.5,1.5,1", "2021-02-29,10:00,1,2,0.5,1.5,1"]
+    path = write(tmp_path, rows, header="Date,Time,Open,High,Low,Close,Volume\n")
+    with pytest.raises(DataError, match=r"row 2 \(line 3\), column 'Date\+Time': timestamp '2021-02-29 10:00'"):
+        load_csv(path)
+
+
+def test_real_month_ends_and_leap_days_still_load(tmp_path):
+    stamps = ["2020-02-29", "2020-03-31", "2020-04-30", "2021-01-31", "2021-02-28", "2021-03-01", "2021-03-03"]
+    market = load_csv(write(tmp_path, [f"{stamp},1,2,0.5,1.5,1" for stamp in stamps], header="Date,Open,High,Low,Close,Volume\n"))
+    np.testing.assert_array_equal(market.timestamps, np.array(stamps, "datetime64[ns]"))
 
 
 def test_missing_column_is_named(tmp_path):
@@ -195,3 +229,34 @@ def test_load_resolves_paths_and_rejects_unknown_sources(tmp_path):
         load(str(tmp_path / "bars.xlsx"))
     with pytest.raises(DataError, match="no such file"):
         load(str(tmp_path / "absent.csv"))
+
+
+def test_columns_differing_only_in_case_are_an_error_naming_both(tmp_path):
+    """close and Close with different values: detection would take the first silently, so it is refused."""
+    header = "Time,Open,High,Low,close,Close,Volume\n"
+    # each row: time, open, high, low, close, then Close = its low (another valid close), volume
+    rows = [",".join([*r.split(",")[:5], r.split(",")[3], r.split(",")[5]]) for r in GOOD]
+    path = write(tmp_path, rows, header=header)
+    with pytest.raises(DataError) as caught:
+        load_csv(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: header (line 1)")
+    assert "columns 'close' and 'Close' differ only in case" in message
+    assert "columns={'close': 'Close'}" in message
+    chosen = load_csv(path, columns={"close": "Close"})  # naming one exactly is the way out
+    np.testing.assert_array_equal(chosen.close, [float(r.split(",")[3]) for r in GOOD])
+
+
+def test_repeated_column_name_and_case_clash_of_the_date_column(tmp_path):
+    repeated = write(tmp_path, [r + ",1" for r in GOOD], header="Time,Open,High,Low,Close,Volume,Volume\n", name="twice.csv")
+    with pytest.raises(DataError, match="2 columns are named 'Volume'"):
+        load_csv(repeated)
+    rows = ["2017-01-02,2017-01-02,00:00,1,2,0.5,1.5,1"]
+    clash = write(tmp_path, rows, header="date,Date,Time,Open,High,Low,Close,Volume\n", name="dates.csv")
+    with pytest.raises(DataError, match="columns 'date' and 'Date' differ only in case"):
+        load_csv(clash)
+
+
+def test_unread_columns_may_differ_only_in_case(tmp_path):
+    path = write(tmp_path, [r + ",a,b" for r in GOOD], header="Time,Open,High,Low,Close,Volume,note,Note\n")
+    assert len(load_csv(path)) == len(GOOD)

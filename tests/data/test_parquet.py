@@ -50,3 +50,25 @@ def test_missing_column_in_schema(tmp_path):
     pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "close": [1.0]}), path)
     with pytest.raises(DataError, match=r"short\.parquet: schema, .*no open column"):
         load_parquet(path)
+
+
+def test_invalid_calendar_date_in_a_text_column_names_the_row(tmp_path):
+    """A text timestamp column in Parquet is parsed like CSV text: 2021-02-31 is an error, not March 3."""
+    table = pa.table({
+        "time": ["2021-02-27 00:00:00", "2021-02-28 00:00:00", "2021-02-31 00:00:00"],
+        "open": [1.0] * 3, "high": [2.0] * 3, "low": [0.5] * 3, "close": [1.5] * 3, "volume": [1.0] * 3,
+    })  # fmt: skip
+    path = tmp_path / "dates.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(DataError, match=r"dates\.parquet: row 3, column 'time': timestamp '2021-02-31 00:00:00' is not a calendar date"):
+        load_parquet(path)
+
+
+def test_schema_columns_differing_only_in_case_are_an_error(tmp_path):
+    stamps = np.array(["2017-01-03", "2017-01-04"], "datetime64[ns]")
+    table = pa.table({"time": stamps, "open": [1.0] * 2, "high": [2.0] * 2, "low": [0.5] * 2, "close": [1.5] * 2,
+                      "CLOSE": [1.2] * 2, "volume": [1.0] * 2})
+    path = tmp_path / "case.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(DataError, match=r"case\.parquet: schema, .*columns 'close' and 'CLOSE' differ only in case"):
+        load_parquet(path)

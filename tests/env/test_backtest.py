@@ -9,9 +9,13 @@ import pytest
 import torch
 from env_builders import TEST_INSTRUMENT, synthetic_market
 
+from structlog.testing import capture_logs
+
 from foxhunt.actions import Branch, Direction
+from foxhunt.data.instrument import preset
 from foxhunt.env import PS, BacktestResult, EnvConfig, backtest, backtest_with_baselines, constant_policy
 from foxhunt.env.backtest import METRIC_KEYS, result_from_history
+from foxhunt.trainer.evaluation import metrics_of
 
 WINDOW = (40, 180)
 
@@ -44,7 +48,8 @@ def test_flat_has_zero_pnl_and_the_agent_result_is_complete() -> None:
     assert np.all(flat.equity == EnvConfig().initial_cash) and flat.sharpe == 0 and flat.max_drawdown == 0
     values = report.to_dict()
     for name in ("agent", "buy_and_hold", "flat"):
-        assert set(values[name]) == set(METRIC_KEYS) | {"equity"}
+        assert set(values[name]) == set(METRIC_KEYS) | {"equity", "bankrupt_bar"}
+        assert values[name]["bankrupt_bar"] is None
         assert len(values[name]["equity"]) == WINDOW[1] - WINDOW[0]
 
 
@@ -78,3 +83,37 @@ def test_metric_definitions_on_a_known_curve() -> None:
     assert result.max_drawdown == pytest.approx(0.1)
     assert result.calmar == pytest.approx((1.21 ** (4.0 / 4) - 1) / 0.1)
     assert (result.turnover, result.trades, result.hit_rate, result.exposure) == (3.0, 2, 0.5, 0.5)
+
+
+def test_prices_times_1e12_on_the_zero_margin_equity_preset_stop_at_bankruptcy_and_say_so() -> None:
+    """The issue's case: no margin limits the position, one bar's move ruins 100k of cash. The backtest asks the
+    policy for nothing after that bar, holds the ruined equity to the window's end, and names the bar."""
+    prices, features = synthetic_market(11, bars=200)
+    prices = prices * 1e12
+    equity_preset = preset("EQUITY")
+    assert equity_preset.initial_margin == 0.0
+    calls = []
+
+    def long(obs: torch.Tensor) -> torch.Tensor:
+        calls.append(len(calls))
+        return constant_policy(Direction.LONG)(obs)
+
+    with capture_logs() as logs:
+        result = backtest(long, prices, features, equity_preset, EnvConfig(), window=WINDOW)
+    start, end = WINDOW
+    ruin = int(np.flatnonzero(result.equity <= 0)[0])  # equity[i] is the portfolio after bar start + i
+    assert result.bankrupt_bar == start + ruin
+    assert len(calls) == ruin  # one decision per bar up to the ruinous one, none after
+    assert len(result.equity) == end - start and np.all(result.equity[ruin:] == result.equity[ruin])
+    assert result.net_pnl == result.equity[ruin] - EnvConfig().initial_cash < -EnvConfig().initial_cash
+    assert metrics_of(result)["bankrupt_bar"] == start + ruin
+    assert result.to_dict()["bankrupt_bar"] == start + ruin
+    (event,) = [entry for entry in logs if entry["event"] == "backtest_bankrupt"]
+    assert event["bar"] == start + ruin and event["log_level"] == "warning"
+
+
+def test_a_solvent_account_has_no_bankrupt_bar() -> None:
+    prices, features = synthetic_market(11, bars=200)
+    result = backtest(constant_policy(Direction.LONG), prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
+    assert result.bankrupt_bar is None and "bankrupt_bar" not in metrics_of(result)
+    assert np.all(result.equity > 0)

@@ -110,3 +110,82 @@ def test_normalizer_rejects_warmup_rows():
     features = compute_features(MARKET, "ohlcv")
     with pytest.raises(DataError, match="warm-up"):
         Normalizer.fit(features, range(0, 200))
+
+
+def _entry_bytes(tmp_path, market) -> int:
+    probe = FeatureCache(tmp_path / "probe")
+    compute_features(market, "ohlcv", probe)
+    (entry,) = (tmp_path / "probe").glob("*.npz")
+    return entry.stat().st_size
+
+
+def test_cache_stays_within_its_limit_and_evicts_the_least_recently_used(tmp_path):
+    """Real entries on disk: A and B are written, A is read again, C is written: B goes, A and C stay."""
+    markets = {name: load(f"synthetic:planted?bars=500&seed={seed}") for name, seed in (("a", 11), ("b", 12), ("c", 13))}
+    size = _entry_bytes(tmp_path, markets["a"])
+    cache = FeatureCache(tmp_path / "cache", max_bytes=int(2.5 * size))  # room for two entries
+    paths = {}
+    for name in ("a", "b"):
+        compute_features(markets[name], "ohlcv", cache)
+        paths[name] = max((tmp_path / "cache").glob("*.npz"), key=lambda p: p.stat().st_mtime_ns)
+    assert compute_features(markets["a"], "ohlcv", cache).from_cache  # a use: A is now the most recent
+    compute_features(markets["c"], "ohlcv", cache)
+    assert paths["a"].exists() and not paths["b"].exists()
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 2 and cache.size() <= cache.max_bytes
+    assert cache.evictions == 1
+    again = FeatureCache(tmp_path / "cache", max_bytes=int(2.5 * size))
+    assert not compute_features(markets["b"], "ohlcv", again).from_cache  # evicted: computed afresh
+    assert compute_features(markets["c"], "ohlcv", again).from_cache
+
+
+def test_lowering_the_limit_trims_the_cache_at_the_next_write(tmp_path):
+    markets = [load(f"synthetic:planted?bars=500&seed={seed}") for seed in (21, 22, 23, 24)]
+    size = _entry_bytes(tmp_path, markets[0])
+    roomy = FeatureCache(tmp_path / "cache", max_bytes=10 * size)
+    for market in markets[:3]:
+        compute_features(market, "ohlcv", roomy)
+    tight = FeatureCache(tmp_path / "cache", max_bytes=int(1.5 * size))
+    compute_features(markets[3], "ohlcv", tight)
+    (kept,) = (tmp_path / "cache").glob("*.npz")  # only the newest entry fits
+    assert tight.evictions == 3 and compute_features(markets[3], "ohlcv", tight).from_cache
+
+
+def test_an_entry_larger_than_the_whole_limit_is_not_kept_and_evicts_nothing(tmp_path):
+    cache = FeatureCache(tmp_path, max_bytes=10 * (1 << 20))
+    compute_features(MARKET, "minimal", cache)
+    small = FeatureCache(tmp_path, max_bytes=_entry_bytes(tmp_path / "sizes", MARKET) // 2)
+    other = load("synthetic:planted?bars=500&seed=31")
+    features = compute_features(other, "ohlcv", small)
+    assert features.values.shape[0] == len(other) and not features.from_cache
+    assert len(list(tmp_path.glob("*.npz"))) == 1 and small.evictions == 0  # the earlier entry is untouched
+
+
+def test_stale_temporary_files_of_killed_writers_are_removed(tmp_path):
+    import os
+    import time
+
+    tmp_path.mkdir(exist_ok=True)
+    stale, fresh = tmp_path / ".0123456789abcdef-dead.tmp", tmp_path / ".fedcba9876543210-live.tmp"
+    stale.write_bytes(b"half an entry")
+    fresh.write_bytes(b"an entry being written")
+    old = time.time() - 2 * 3600
+    os.utime(stale, (old, old))
+    compute_features(MARKET, "minimal", FeatureCache(tmp_path))
+    assert not stale.exists() and fresh.exists()
+
+
+def test_cache_limit_from_config_then_environment_then_two_gib(monkeypatch, tmp_path):
+    from foxhunt.errors import ConfigError
+    from foxhunt.features.cache import CACHE_LIMIT_ENV
+
+    monkeypatch.delenv(CACHE_LIMIT_ENV, raising=False)
+    assert FeatureCache(tmp_path).max_bytes == 2 * 1024**3
+    monkeypatch.setenv(CACHE_LIMIT_ENV, "300")
+    assert FeatureCache(tmp_path).max_bytes == 300 * 1024**2
+    assert FeatureConfig(cache_dir=str(tmp_path), cache_max_mb=5).make_cache().max_bytes == 5 * 1024**2
+    for bad in ("0", "-3", "2GB", "lots"):
+        monkeypatch.setenv(CACHE_LIMIT_ENV, bad)
+        with pytest.raises(ConfigError, match=f"{CACHE_LIMIT_ENV}.*{bad!r}.*whole number of MiB"):
+            FeatureCache(tmp_path)
+    with pytest.raises(ValueError, match="cache_max_mb must be > 0"):
+        FeatureConfig(cache_max_mb=0)

@@ -22,7 +22,7 @@ from foxhunt.env.backtest import equity_ratios
 from foxhunt.errors import CheckpointError
 from foxhunt.features import compute_features
 from foxhunt.folds import make_folds
-from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS, combine
+from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS, combine, overall
 from foxhunt.trainer.report import read_equity
 from foxhunt.trainer.resume import RESUME_NAME
 from foxhunt.trainer.run_dir import RunDirectory
@@ -95,6 +95,21 @@ def test_combine_is_the_sharpe_of_the_joined_returns_not_the_mean_of_fold_sharpe
     assert abs(combined["sharpe"] - mean_of_folds) > 1.0
     assert combined["net_pnl"] == pytest.approx((calm[-1] - calm[0]) + (wild[-1] - wild[0]))
     assert combined["trades"] == 3 and combined["turnover"] == 1.5
+
+
+def test_overall_names_the_folds_whose_account_went_bankrupt() -> None:
+    solvent, ruined = [100.0, 101.0, 102.0], [100.0, -50.0, -50.0]
+
+    def fold(index: int, agent_curve: list[float], bankrupt_bar: int | None) -> dict:
+        agent = {"trades": 1, "turnover": 1.0, **({"bankrupt_bar": bankrupt_bar} if bankrupt_bar is not None else {})}
+        metrics = {"agent": agent, "buy_and_hold": {"trades": 0, "turnover": 1.0}, "flat": {"trades": 0, "turnover": 0.0}}
+        curves = {"agent": agent_curve, "buy_and_hold": solvent, "flat": [100.0] * 3}
+        return {"fold": index, "test": metrics, "curves": {"test": curves}}
+
+    figures = overall([fold(0, solvent, None), fold(1, ruined, 412), fold(2, ruined, 530)], "test", 252.0)
+    assert figures["agent"]["bankrupt_folds"] == [1, 2]
+    assert figures["agent"]["net_pnl"] == pytest.approx(2.0 - 150.0 - 150.0)
+    assert "bankrupt_folds" not in figures["buy_and_hold"] and "bankrupt_folds" not in figures["flat"]
 
 
 def test_report_shows_test_results_first_and_validation_results_apart(reference_run: Path) -> None:
