@@ -40,7 +40,16 @@ def main() -> None:
             for _ in range(args.steps):
                 trainer._collect()
             torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+    events = [e for e in prof.key_averages() if e.device_time_total > 0]
+    events.sort(key=lambda e: e.device_time_total, reverse=True)
+    total = sum(e.device_time_total for e in events)
+    print(f"collect step at {args.envs:,} envs: {total / args.steps:.0f} us of GPU time per step "
+          f"({args.envs * args.steps / total * 1e6:.3g} env steps/s if nothing else ran)")
+    print(f"| kernel | us per step | share | launches per step |")
+    print("|---|---:|---:|---:|")
+    for event in events[:25]:
+        print(f"| {event.key[:90]} | {event.device_time_total / args.steps:.1f} | "
+              f"{event.device_time_total / total:.1%} | {event.count / args.steps:g} |")
 
 
 if __name__ == "__main__":
