@@ -38,7 +38,7 @@ import structlog
 from foxhunt import __version__, durable
 from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.metrics_log import MetricsLog
-from foxhunt.trainer.run_lock import RunLock, RunLocked
+from foxhunt.trainer.run_lock import LOCK_FILE, RunLock, RunLocked
 
 __all__ = ["RunDirectory", "BacktestDirectory", "fresh_run_path", "equity_file_name", "MARKER_FILE"]
 
@@ -101,7 +101,8 @@ class _Folder:
         path = self.path
         if path.exists() and not path.is_dir():
             raise FoxhuntError(f"cannot create the run directory {path}: it is a file; choose another --out")
-        if not path.is_dir() or _is_empty(path):
+        # a lock file alone is what a kill between taking the lock and writing the marker leaves
+        if not path.is_dir() or {entry.name for entry in path.iterdir()} <= {LOCK_FILE}:
             return
         kind = folder_kind(path)
         if kind is None and unmarked_ok:

@@ -3,9 +3,10 @@ uninterrupted run's, byte for byte (on the CPU).
 
 A real ``foxhunt train`` process is killed with SIGKILL — no handler runs, as
 after a power cut or the out-of-memory killer — at a moment hypothesis chooses:
-during start-up (interpreter, imports, build, kernel loading), or a little
-after the N-th epoch's metric line appeared, which is when that epoch's resume
-checkpoint is being written. The run is then continued in-process with
+a few milliseconds after the process wrote its config.toml (the build: data,
+plugins, network, kernels loading) or after the N-th epoch's metric line
+appeared (that epoch's resume checkpoint is being written, then the next epoch
+runs), and at fixed moments besides. The run is then continued in-process with
 ``--resume`` and must end with the reference run's summary.json, metric lines
 and fold checkpoints.
 
@@ -32,11 +33,10 @@ EPOCHS = 2 * 2  # folds x epochs of the TINY config
 START_TIMEOUT_S = 300.0
 FINISH_TIMEOUT_S = 120.0
 
-# When to kill: (0, seconds after the process started), or (N, seconds after the N-th metric line appeared)
-MOMENTS = st.one_of(
-    st.tuples(st.just(0), st.floats(0.0, 5.0)),
-    st.tuples(st.integers(1, EPOCHS), st.floats(0.0, 0.3)),
-)
+# When to kill: (N, milliseconds after the N-th metric line appeared); N = 0: after config.toml appeared;
+# N = -1: after the process started (the fixed examples only)
+MOMENTS = st.tuples(st.integers(0, EPOCHS - 1), st.integers(0, 400))
+STARTED, CONFIG_WRITTEN = -1, 0
 
 
 def whole_metric_lines(run_dir: Path) -> int:
@@ -44,16 +44,24 @@ def whole_metric_lines(run_dir: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-def kill_at(run_dir: Path, logs: Path, lines: int, delay: float) -> int | None:
+def reached(run_dir: Path, lines: int) -> bool:
+    if lines == STARTED:
+        return True
+    if lines == CONFIG_WRITTEN:
+        return (run_dir / "config.toml").exists()
+    return whole_metric_lines(run_dir) >= lines
+
+
+def kill_at(run_dir: Path, logs: Path, lines: int, delay_ms: int) -> int | None:
     """Start ``foxhunt train`` into ``run_dir`` and SIGKILL it at the moment; returns its exit code if it had
     already finished by then, else None."""
     process = foxhunt_process(train_args(run_dir), logs, dict(os.environ))
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while whole_metric_lines(run_dir) < lines and process.poll() is None:
-            assert time.monotonic() < deadline, f"no metric line {lines} after {START_TIMEOUT_S:.0f} s"
-            time.sleep(0.01)
-        time.sleep(delay)
+        while not reached(run_dir, lines) and process.poll() is None:
+            assert time.monotonic() < deadline, f"moment {lines} not reached after {START_TIMEOUT_S:.0f} s"
+            time.sleep(0.005)
+        time.sleep(delay_ms / 1000)
         finished = process.poll()
         process.kill()
     finally:
@@ -72,10 +80,11 @@ def metric_positions(run_dir: Path) -> list[tuple[int, int]]:
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(moment=MOMENTS)
-@example(moment=(0, 0.0))  # before the run folder exists
-@example(moment=(1, 0.0))  # the first epoch's resume checkpoint is being written
+@example(moment=(STARTED, 0))  # before the run folder exists
+@example(moment=(1, 0))  # the first epoch's resume checkpoint is being written
+@example(moment=(2, 0))  # fold 0's last checkpoint and test; then fold 1 starts
 def test_sigkill_then_resume_loses_at_most_one_epoch_and_ends_like_the_uninterrupted_run(
-    reference_run: Path, tmp_path_factory: pytest.TempPathFactory, moment: tuple[int, float]
+    reference_run: Path, tmp_path_factory: pytest.TempPathFactory, moment: tuple[int, int]
 ) -> None:
     root = tmp_path_factory.mktemp("killed")
     run_dir = root / "run"

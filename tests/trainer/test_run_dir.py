@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
+from trainer_testkit import invoke
 
 from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.run_dir import MARKER_FILE, BacktestDirectory, RunDirectory
@@ -53,6 +55,13 @@ def test_an_empty_folder_is_used_and_left_empty_when_the_start_fails(tmp_path: P
     run_dir.write_text("config.toml", "x = 1\n")
     run_dir.discard_if_unstarted()
     assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+def test_a_folder_left_with_only_a_lock_file_is_used(tmp_path: Path) -> None:
+    """What a kill between taking the lock and writing the marker leaves: the same command works again."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "foxhunt.lock").write_text('{"pid": 999999999, "host": "%s"}' % socket.gethostname(), encoding="utf-8")
+    RunDirectory(tmp_path / "run").release()
 
 
 def test_a_folder_the_failed_start_created_is_removed(tmp_path: Path) -> None:
@@ -136,3 +145,11 @@ def test_a_run_from_before_the_marker_is_resumed_and_marked(tmp_path: Path) -> N
     (folder / "metrics.jsonl").write_text('{"fold": 0}\n', encoding="utf-8")
     RunDirectory(folder, resume=True).release()
     assert json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))["kind"] == "train"
+
+
+def test_resume_of_a_run_killed_before_its_config_was_written_says_to_start_it_again(tmp_path: Path) -> None:
+    RunDirectory(tmp_path / "run").release()  # a kill came before config.toml: the folder holds the marker only
+    result = invoke("train", "--resume", str(tmp_path / "run"), "--no-progress")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "no config.toml" in result.stderr and "Run the same `foxhunt train` command again" in result.stderr
+    assert not (tmp_path / "run" / "foxhunt.lock").exists()  # the refusal released the lock
