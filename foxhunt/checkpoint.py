@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load, save
 
-from foxhunt.errors import CheckpointError, FingerprintMismatch
+from foxhunt import durable
+from foxhunt.errors import CheckpointError, FingerprintMismatch, FoxhuntError
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout, layout_diff
 
 __all__ = [
@@ -41,6 +40,7 @@ __all__ = [
     "load_checkpoint",
     "checkpoint_layout",
     "verify_layout",
+    "verify_metadata",
     "metadata_digest",
     "seal_metadata",
 ]
@@ -49,17 +49,6 @@ TENSORS_FILE = "tensors.safetensors"
 METADATA_FILE = "metadata.json"
 INTEGRITY_KEY = "integrity"
 _DAMAGED = "the checkpoint is damaged or altered; use an intact copy or train again"
-
-
-def _atomic_write(path: Path, write) -> None:
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(handle)
-    try:
-        write(temp)
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
 
 
 def metadata_digest(metadata: Mapping[str, Any]) -> str:
@@ -82,16 +71,29 @@ def seal_metadata(metadata: dict[str, Any], tensors_sha256: str) -> dict[str, An
 
 
 def save_checkpoint(directory: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any], layout: IsvLayout) -> Path:
-    """Write ``tensors`` and ``metadata`` (plus the layout and the integrity record) into ``directory`` atomically, file by file."""
+    """Write ``tensors`` and ``metadata`` (plus the layout and the integrity record) as the folder ``directory``.
+
+    Both files are written into a staging folder, flushed, and published
+    together (:func:`foxhunt.durable.staged_directory`): a kill or a full disk
+    at any point leaves the previous checkpoint whole, never new tensors beside
+    old metadata.
+    """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     # Serialised once in memory: the bytes that are hashed are the bytes that are written, with no read-back.
     payload = save({name: t.detach().to("cpu").contiguous() for name, t in tensors.items()})
-    _atomic_write(directory / TENSORS_FILE, lambda temp: Path(temp).write_bytes(payload))
     meta = dict(metadata)
     meta["isv"] = {"fingerprint": layout.fingerprint_hex, "slots": layout.to_records()}
     text = json.dumps(seal_metadata(meta, hashlib.sha256(payload).hexdigest()), indent=2, sort_keys=True)
-    _atomic_write(directory / METADATA_FILE, lambda temp: Path(temp).write_text(text, encoding="utf-8"))
+    try:
+        with durable.staged_directory(directory) as staging:
+            durable.write_new_file(staging / TENSORS_FILE, payload)
+            durable.write_new_file(staging / METADATA_FILE, text.encode("utf-8"))
+    except OSError as error:
+        kept = "the previous checkpoint is kept as it was" if directory.exists() else "no checkpoint was written"
+        raise FoxhuntError(
+            f"{directory}: cannot write the checkpoint ({error.strerror or error}); {kept}. "
+            "Free disk space or make the run folder writable, then continue with `foxhunt train --resume`"
+        ) from None
     return directory
 
 
@@ -151,17 +153,26 @@ def verify_layout(metadata: Mapping[str, Any], current: IsvLayout, source: str) 
         raise FingerprintMismatch(source, current.fingerprint, claimed, layout_diff(saved, current))
 
 
-def _verify_integrity(metadata: Mapping[str, Any], payload: bytes, tensor_path: Path, source: Path) -> None:
-    """Both hashes recomputed and compared before a byte of the tensor file (``payload``) is parsed."""
+def verify_metadata(metadata: Mapping[str, Any], source: Path) -> None:
+    """Refuse metadata without an integrity record, or whose own SHA-256 differs (checks nothing of the tensors).
+
+    :func:`load_checkpoint` does this and more; alone, it lets a caller trust the metadata of checkpoint
+    ``source`` before loading its tensors (``--resume`` compares configs this way before building anything).
+    """
     integrity = metadata.get(INTEGRITY_KEY)
     if not (isinstance(integrity, Mapping) and all(isinstance(integrity.get(k), str) for k in ("tensors_sha256", "metadata_sha256"))):
         raise CheckpointError(
-            f"{source / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); it was written before "
+            f"{Path(source) / METADATA_FILE}: no integrity record (SHA-256 of tensors and metadata); it was written before "
             "checkpoints carried one, or it was altered. Train again to get a checkpoint that can be checked"
         )
     if integrity["metadata_sha256"] != metadata_digest(metadata):
-        raise CheckpointError(f"{source / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")
-    if integrity["tensors_sha256"] != hashlib.sha256(payload).hexdigest():
+        raise CheckpointError(f"{Path(source) / METADATA_FILE}: metadata does not match its SHA-256; {_DAMAGED}")
+
+
+def _verify_integrity(metadata: Mapping[str, Any], payload: bytes, tensor_path: Path, source: Path) -> None:
+    """Both hashes recomputed and compared before a byte of the tensor file (``payload``) is parsed."""
+    verify_metadata(metadata, source)
+    if metadata[INTEGRITY_KEY]["tensors_sha256"] != hashlib.sha256(payload).hexdigest():
         raise CheckpointError(f"{tensor_path}: tensor file does not match the SHA-256 in its metadata; {_DAMAGED}")
 
 

@@ -154,6 +154,7 @@ class ResumeRecord:
     results: list[dict[str, Any]]
     metric_lines: int
     monitors: dict[str, tuple[int, int]]
+    config: dict[str, Any]  # the unstructured config the run was trained with
 
 
 def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int,
@@ -164,12 +165,16 @@ def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: in
     fold, epoch = reader.count("fold", position, "position."), reader.count("epoch", position, "position.")
     if fold >= n_folds:
         raise reader.fail("position.fold", f"is {fold}, past the run's last fold ({n_folds - 1})")
-    if epoch >= epochs:
-        raise reader.fail("position.epoch", f"is {epoch}, past the run's last epoch ({epochs - 1})")
+    # epoch == epochs: every epoch of the fold is done (the checkpoint of its last epoch boundary); its test is next
+    if epoch > epochs:
+        raise reader.fail("position.epoch", f"is {epoch}, past the run's last epoch ({epochs - 1}) and the fold's end ({epochs})")
     best = reader.get("best", dict, position, "position.", optional=True)
+    if best is None and epoch == epochs:
+        raise reader.fail("position.best", "is missing; a fold whose epochs are done has a best one")
     if best is not None:  # the fold's best epoch so far: compared against, then reported when the fold ends
         reader.get("score", (int, float), best, "position.best.", optional=True)
-        reader.count("epoch", best, "position.best.")
+        if reader.count("epoch", best, "position.best.") >= epoch > 0:
+            raise reader.fail("position.best.epoch", f"is {best['epoch']}, not an epoch before the position's ({epoch})")
         reader.metrics("agent", best, "position.best.")
         reader.numbers("equity", best, "position.best.")
     results = reader.get("results", list, position, "position.")
@@ -196,7 +201,8 @@ def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: in
         record = reader.get(name, dict, saved_monitors, "monitors.")
         prefix = f"monitors.{name}."
         monitors[name] = (reader.count("observations", record, prefix), reader.count("fires", record, prefix))
-    return ResumeRecord(reader.data_hash(), fold, epoch, best, list(results), reader.count("metric_lines"), monitors)
+    config = reader.get("config", dict)
+    return ResumeRecord(reader.data_hash(), fold, epoch, best, list(results), reader.count("metric_lines"), monitors, config)
 
 
 def expect_tensors(tensors: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], tensor_path: Path) -> None:

@@ -14,6 +14,7 @@ import click
 
 from foxhunt import __version__
 from foxhunt.cli.audit_commands import audit_group
+from foxhunt.cli.common import EXIT_USER_ERROR
 from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
 from foxhunt.cli.logs import configure_logging
 from foxhunt.cli.train_commands import backtest_command, datasets_group, report_command, train_command
@@ -45,7 +46,7 @@ class FoxhuntGroup(click.Group):
             if ctx.meta.get("foxhunt.debug"):
                 raise
             click.secho(f"error: {error}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USER_ERROR)
 
 
 @click.group(cls=FoxhuntGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

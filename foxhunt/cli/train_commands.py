@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import attrs
 import click
 import torch
 from rich.console import Console
 from rich.table import Table
 
 from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
-from foxhunt.cli.common import config_options, metrics_port_option, resolve_config
-from foxhunt.config import load_config
+from foxhunt.cli.common import EXIT_STOPPED, config_options, metrics_port_option, resolve_config
 from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.interrupt import StopFlag
-from foxhunt.trainer.resume import resume_checkpoint_dir
 from foxhunt.trainer.report import build_report
-from foxhunt.trainer.run_dir import RunDirectory, fresh_run_path
+from foxhunt.trainer.resume import resume_config
+from foxhunt.trainer.run_dir import BacktestDirectory, RunDirectory, fresh_run_path
 from foxhunt.trainer.trainer import Trainer
 
 __all__ = ["train_command", "backtest_command", "report_command", "datasets_group"]
@@ -49,7 +46,7 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
               help="Where to train (default: auto). The device picks the run-size profile: see `foxhunt config show`.")
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Continue a run stopped with Ctrl-C from its run directory (uses that run's config).")
+              help="Continue a stopped or killed run from its run directory (uses that run's config).")
 @metrics_port_option
 @click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal (default: on).")
 def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, metrics_port, progress) -> None:
@@ -76,18 +73,27 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     Each fold trains, picks its best epoch on a validation window, and backtests
     that policy once on a later test window; the test figures are the result.
     The run directory holds config.toml, plugins.json, metrics.jsonl,
-    checkpoints/, equity/, summary.json and report.html. Ctrl-C stops at the
-    end of the current epoch and writes a resume checkpoint.
+    checkpoints/, equity/, summary.json and report.html. --out must be a new
+    or empty folder (or a run that never finished an epoch); a folder of
+    other files is refused. A resume checkpoint is written at every epoch
+    boundary: after a crash or a kill, --resume loses at most one epoch.
+    Ctrl-C stops at the end of the current epoch.
+
+    \b
+    Exit codes: 0 the run finished; 2 an error in what was asked (config,
+    data, folder, checkpoint), printed as one paragraph; 3 stopped early on
+    Ctrl-C or SIGTERM (continue with --resume).
     """
     if resume_dir is not None:
         if config_path is not None or overrides or data_source is not None:
             raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set and --data")
-        resume_checkpoint_dir(resume_dir)  # a finished run is refused before data, features and networks are built
-        config = load_config(resume_dir / "config.toml")
-        if device is not None:
-            config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
-        check_config(config)
+        # Locked first; a finished run, a foreign folder or a changed config is refused before anything is built
         run_dir = RunDirectory(resume_dir, resume=True)
+        try:
+            config = check_config(resume_config(resume_dir, device))
+        except BaseException:
+            run_dir.release()
+            raise
     else:
         extra = list(overrides)
         if data_source is not None:
@@ -98,21 +104,22 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"run.device={_toml_string(device)}")
         config = check_config(resolve_config(config_path, tuple(extra)))  # before the run directory exists
         path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
-        created = not path.exists()
         run_dir = RunDirectory(path)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool
     with StopFlag() as stop:
-        trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
         try:
+            trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
             summary = trainer.run(resume_from=resume_dir)
         except FoxhuntError:
-            if resume_dir is None and created:
-                _remove_if_unused(run_dir.path)
+            if resume_dir is None:
+                run_dir.discard_if_unstarted()  # a run that failed before training leaves no folder behind
             raise
+        finally:
+            run_dir.release()
     if summary is None:
         console.print(f"stopped early; continue with: foxhunt train --resume {run_dir.path}")
-        return
+        click.get_current_context().exit(EXIT_STOPPED)
     report = build_report(run_dir.path)
     console.print(_results_table(
         f"TEST (out of sample: each fold's chosen policy on its test window), all folds ({config.data.source})",
@@ -123,15 +130,6 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         summary["validation_overall"],
     ))
     console.print(f"run directory: {run_dir.path}\nreport: {report}")
-
-
-def _remove_if_unused(path: Path) -> None:
-    """A run that failed before training (bad data, broken plugin) leaves no empty folder behind.
-
-    Only a folder this command created and that holds no file at all is removed.
-    """
-    if not any(child.is_file() for child in path.rglob("*")):
-        shutil.rmtree(path)
 
 
 def _toml_string(text: str) -> str:
@@ -147,7 +145,8 @@ def _toml_string(text: str) -> str:
               help="Which window of the checkpoint's own data: its fold's test window (out of sample, what "
                    "summary.json reports) or the validation window it was selected on.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write backtest.json and equity/fold_0.csv here.")
+              help="Write backtest.json and equity/fold_0.csv here: a new or empty folder, or one an earlier "
+                   "backtest wrote (never a training run's folder).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 def backtest_command(checkpoint: Path, data_source: str | None, window: str, out_dir: Path | None, device: str) -> None:
     """Evaluate a fold checkpoint (RUN_DIR/checkpoints/fold_K) greedily, against buy-and-hold and flat.
@@ -156,17 +155,17 @@ def backtest_command(checkpoint: Path, data_source: str | None, window: str, out
     is refused with the difference; there is no migration. A checkpoint saved
     before folds had test windows has none: use --window validation or --data.
     """
+    out = BacktestDirectory(out_dir) if out_dir is not None else None  # a training run's folder is refused up front
     outcome = backtest_checkpoint(checkpoint, data_source, device, window)
     title = f"backtest of {checkpoint} on {outcome.source}, {outcome.window_name} bars {outcome.window}"
     console.print(_results_table(title, outcome.metrics))
-    if out_dir is not None:
-        run_dir = RunDirectory(out_dir, resume=True)
-        run_dir.write_json("backtest.json", {"checkpoint": str(checkpoint), "source": outcome.source,
-                                             "window": list(outcome.window), "window_name": outcome.window_name,
-                                             "metrics": outcome.metrics})
+    if out is not None:
+        out.write_json("backtest.json", {"checkpoint": str(checkpoint), "source": outcome.source,
+                                         "window": list(outcome.window), "window_name": outcome.window_name,
+                                         "metrics": outcome.metrics})
         stamps = outcome.timestamps[: len(outcome.curves["agent"])]
-        run_dir.write_equity(0, stamps, outcome.curves)
-        console.print(f"wrote {run_dir.path / 'backtest.json'}")
+        out.write_equity(0, stamps, outcome.curves)
+        console.print(f"wrote {out.path / 'backtest.json'}")
 
 
 @click.command("report")

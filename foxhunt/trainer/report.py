@@ -14,7 +14,7 @@ the page, numbers included, goes through :func:`_text` or :func:`_figure` (a
 number where one belongs, otherwise the escaped text of what is there). A file
 that is not what a run writes (not JSON, not an object where one belongs, a
 non-number in an equity curve) is one paragraph naming it. The report is
-written atomically (:func:`foxhunt.atomic_file.write_atomically`): a full disk
+written atomically (:func:`foxhunt.durable.write_bytes`): a full disk
 leaves the previous ``report.html`` whole.
 """
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from foxhunt.atomic_file import write_atomically
+from foxhunt.durable import write_bytes
 from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.run_dir import equity_file_name
 
@@ -364,7 +364,7 @@ img {{ display: block; margin: 1em 0; max-width: 100%; }}
 """
     out = run_dir / "report.html"
     try:
-        return write_atomically(out, document.encode("utf-8"))
+        return write_bytes(out, document.encode("utf-8"))
     except OSError as error:
         raise FoxhuntError(f"{out}: cannot write the report ({error.strerror or error}); any earlier report.html is "
                            "unchanged. Free some space (or fix the folder's permissions) and run `foxhunt report` "

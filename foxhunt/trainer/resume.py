@@ -5,14 +5,25 @@ network, PopArt statistics, the ISV and the fold's feature normaliser, with the
 fold's train, validation and test windows. When the fold's epochs are done, the
 trainer acts with it once on the test window (:func:`acting_with_saved_policy`),
 so the reported test figure is a backtest of exactly that file. A
-*resume* checkpoint (``checkpoints/resume``, written on a graceful stop) holds
-every piece of training state — learner (with replay and optimiser), ISV,
-environments, exploration counters — plus the run's position, so a resumed run
-ends with the same results as one that was never interrupted.
+*resume* checkpoint (``checkpoints/resume``) holds every piece of training
+state — learner (with replay and optimiser), ISV, environments, exploration
+counters — plus the run's position, so a resumed run ends with the same results
+as one that was never interrupted.
+
+The resume checkpoint is rewritten at every epoch boundary, so a run killed at
+any moment loses at most the epoch it was in. Order matters at a boundary: the
+epoch's metric line is appended and flushed, then the resume checkpoint is
+published (it counts that line), then the fold's best policy is written if this
+epoch is the best. The policy is never ahead of the resume checkpoint:
+:func:`restore` rewrites it from the restored state when the kill came between
+the two. A finished run removes its resume checkpoint after ``summary.json``
+is on disk, so at every moment a run has one or the other.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,17 +35,21 @@ import structlog
 import torch
 
 from foxhunt import __version__
-from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, save_checkpoint
+from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, read_metadata, save_checkpoint, verify_metadata
 from foxhunt.checkpoint_fields import expect_tensors, naming_the_file, read_resume_record
+from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.config_loading import unstructure
-from foxhunt.errors import CheckpointError
+from foxhunt.errors import CheckpointError, FoxhuntError
 from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
     from foxhunt.folds import Fold
     from foxhunt.trainer.trainer import Trainer
 
-__all__ = ["Position", "save", "restore", "save_policy", "acting_with_saved_policy", "RESUME_NAME", "fold_checkpoint_name"]
+__all__ = [
+    "Position", "save", "restore", "discard", "save_policy", "acting_with_saved_policy", "RESUME_NAME",
+    "fold_checkpoint_name", "find_resume_checkpoint", "resume_config", "config_differences",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +149,8 @@ def _runtime_tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
 
 
 def save(trainer: Trainer, position: Position) -> Path:
-    """Write the resume checkpoint at an epoch boundary."""
+    """Write the resume checkpoint at an epoch boundary (after flushing the metric lines it counts)."""
+    trainer.run_dir.sync_metrics()
     tensors = {f"learner.{name}": tensor for name, tensor in trainer.learner.state_dict().items()}
     tensors.update(_runtime_tensors(trainer))
     metadata = _common_metadata(trainer) | {
@@ -143,26 +159,88 @@ def save(trainer: Trainer, position: Position) -> Path:
         "metric_lines": trainer.run_dir.metric_lines(),
         "monitors": {m.name: {"observations": m.observations, "fires": m.fires} for m in trainer.monitors},
     }
-    path = save_checkpoint(trainer.run_dir.checkpoint_dir(RESUME_NAME), tensors, metadata, trainer.layout)
-    log.warning("stopped at a safe point", checkpoint=str(path), fold=position.fold, next_epoch=position.epoch)
-    return path
+    return save_checkpoint(trainer.run_dir.checkpoint_dir(RESUME_NAME), tensors, metadata, trainer.layout)
 
 
-def resume_checkpoint_dir(run_path: Path) -> Path:
-    """The resume checkpoint of ``run_path``, or a clear error saying why there is none (checked before any build)."""
+def discard(trainer: Trainer) -> None:
+    """Remove the resume checkpoint of a finished run (called after summary.json is on disk): it is large, and
+    a finished run is never resumed."""
+    shutil.rmtree(trainer.run_dir.checkpoint_dir(RESUME_NAME), ignore_errors=True)
+
+
+def find_resume_checkpoint(run_path: Path) -> Path | None:
+    """The resume checkpoint of ``run_path``; None when no epoch boundary was reached (the run starts over)."""
     directory = Path(run_path) / "checkpoints" / RESUME_NAME
-    if not directory.exists():
-        why = ("the run finished (it has summary.json): nothing to resume; start a new run instead"
-               if (Path(run_path) / "summary.json").exists() else "the run never stopped gracefully")
-        raise CheckpointError(f"{run_path}: no resume checkpoint (checkpoints/{RESUME_NAME}); {why}")
-    return directory
+    return directory if directory.exists() else None
+
+
+def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``(key path, saved value, current value)`` for every leaf that differs between two unstructured configs."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        return [difference for key in sorted(set(saved) | set(current), key=str)
+                for difference in config_differences(saved.get(key), current.get(key), f"{prefix}{key}.")]
+    # compared as JSON, so that a NaN equals itself and a tuple its list
+    if json.dumps(saved, sort_keys=True) != json.dumps(current, sort_keys=True):
+        return [(prefix.removesuffix("."), saved, current)]
+    return []
+
+
+# Where a run trains may change between stop and resume (`--resume RUN --device cpu` on another machine).
+_MAY_CHANGE = ("run.device",)
+
+
+def _refuse_changed_config(saved: dict[str, Any], config: FoxhuntConfig, directory: Path) -> None:
+    current = json.loads(json.dumps(unstructure(config)))
+    differences = [d for d in config_differences(saved, current) if d[0] not in _MAY_CHANGE]
+    if differences:
+        def shown(value: Any) -> str:
+            text = "(absent)" if value is None else json.dumps(value)
+            return text if len(text) <= 60 else text[:57] + "..."
+
+        keys = "; ".join(f"{key}: {shown(old)} when trained, {shown(new)} now" for key, old, new in differences)
+        raise CheckpointError(
+            f"{directory}: the config to resume with differs from the one this run was trained with (kept in the "
+            f"checkpoint) at {keys}. A resumed run continues with its own config: put the values back in "
+            "config.toml, or start a new run with the new values"
+        )
+
+
+def resume_config(run_path: Path, device: str | None = None) -> FoxhuntConfig:
+    """The config ``foxhunt train --resume RUN`` runs: RUN's config.toml (with ``device``, if given), refused
+    when it differs from the one the run was trained with — checked on the resume checkpoint's verified
+    metadata, before anything is built."""
+    config_path = Path(run_path) / "config.toml"
+    if not config_path.is_file():
+        raise FoxhuntError(
+            f"{run_path}: no config.toml; the run was stopped while it was starting, before any epoch. Run the same "
+            "`foxhunt train` command again (the same --out is accepted)"
+        )
+    config = load_config(config_path)
+    if device is not None:
+        config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+    directory = find_resume_checkpoint(run_path)
+    if directory is not None:
+        metadata = read_metadata(directory)
+        verify_metadata(metadata, directory)
+        if isinstance(metadata.get("config"), dict):  # otherwise restore() names the fault, after the layout check
+            _refuse_changed_config(metadata["config"], config, directory)
+    return config
 
 
 def restore(trainer: Trainer, run_path: Path) -> Position:
-    """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue."""
-    directory = resume_checkpoint_dir(run_path)
+    """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue.
+
+    A run without one had not finished its first epoch: it starts from the beginning (its metric lines, if
+    any, were not counted by any checkpoint and are dropped).
+    """
+    directory = find_resume_checkpoint(run_path)
+    if directory is None:
+        log.warning("no resume checkpoint: the run stopped before its first epoch ended; training from the start")
+        trainer.run_dir.truncate_metrics(0)
+        return Position()
     tensors, metadata = load_checkpoint(directory, trainer.layout)
     record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs, POLICIES)
+    _refuse_changed_config(record.config, trainer.config, directory)
     if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
     tensor_path = directory / TENSORS_FILE
@@ -179,7 +257,13 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     position = Position(record.fold, record.epoch, record.best, record.results)
     trainer.run_dir.truncate_metrics(record.metric_lines)
     if position.epoch > 0:
-        trainer.enter_fold(trainer.data.folds[position.fold])
+        fold = trainer.data.folds[position.fold]
+        trainer.enter_fold(fold)
         trainer.obs = trainer.env.obs
-    log.info("resumed", fold=position.fold, next_epoch=position.epoch)
+        best = position.best
+        if best is not None and best["epoch"] == position.epoch - 1:
+            # The checkpoint was written just before the fold's best policy, which the kill may have cut off:
+            # the restored learner *is* that policy, so it is written again (the same bytes on the CPU).
+            save_policy(trainer, fold, best["epoch"], best["agent"])
+    log.info("resumed", fold=position.fold, next_epoch=position.epoch, metric_lines=record.metric_lines)
     return position

@@ -7,9 +7,10 @@ environment and learn (on CUDA, replaying the step from captured CUDA graphs:
 the monitors observe a read-only snapshot, backtest the greedy policy on the
 validation window, and keep the fold's best checkpoint; after the fold's last
 epoch, backtest that checkpoint once on the held-out test window, which is
-what the run reports. A stop request
-(Ctrl-C, SIGTERM) is honoured at the next epoch boundary with a resume
-checkpoint, from which ``--resume`` ends with the same results.
+what the run reports. Every epoch boundary writes a resume checkpoint
+(:mod:`foxhunt.trainer.resume`), so a killed run loses at most one epoch; a
+stop request (Ctrl-C, SIGTERM) is honoured at the next epoch boundary, and
+``--resume`` ends with the same results as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -218,12 +219,24 @@ class Trainer:
 
     # -- the run -----------------------------------------------------------------------
     def run(self, resume_from: Path | None = None) -> dict[str, Any] | None:
-        """Train every fold; returns the summary, or ``None`` when stopped early (a resume checkpoint is written)."""
-        self._build()
-        self._write_run_files()
+        """Train every fold; returns the summary, or ``None`` when stopped early (a resume checkpoint is written).
+
+        The run directory's lock is released when this returns or raises.
+        """
+        try:
+            if resume_from is None:  # first, before the slow build: a run killed while starting can resume from it
+                self.run_dir.write_text("config.toml", dump_config(self.config))
+            self._build()
+            self.run_dir.write_json("plugins.json", self.host.versions())
+            return self._run(resume_from)
+        finally:
+            self.run_dir.release()
+
+    def _run(self, resume_from: Path | None) -> dict[str, Any] | None:
         position = resume.Position()
         if resume_from is not None:
-            position = resume.restore(self, resume_from)
+            position = resume.restore(self, resume_from)  # refuses another config before config.toml is touched
+            self.run_dir.write_text("config.toml", dump_config(self.config))  # `--device` may have changed run.device
         rows = describe_folds(self.data.folds, self.data.market.timestamps)
         for row in rows:
             log.info("fold", **attrs.asdict(row))
@@ -236,7 +249,8 @@ class Trainer:
                     self._close()
                     return None
         summary = self._summary(position.results)
-        self.run_dir.write_json("summary.json", summary)
+        self.run_dir.write_json("summary.json", summary)  # from here on the run is finished
+        resume.discard(self)
         self._close()
         return summary
 
@@ -244,10 +258,6 @@ class Trainer:
         if self.metrics_server is not None:
             self.metrics_server.close()
         self.host.close()
-
-    def _write_run_files(self) -> None:
-        self.run_dir.write_text("config.toml", dump_config(self.config))
-        self.run_dir.write_json("plugins.json", self.host.versions())
 
     def enter_fold(self, fold: Fold) -> None:
         """Point the run at ``fold``'s data: per-fold normalised features, training window, validation baselines."""
@@ -291,22 +301,39 @@ class Trainer:
             if self.on_epoch is not None:
                 self.on_epoch(fold.index, epoch, dict(validation))
             score = validation[train.validation_metric]
-            if evaluation.better(train.validation_metric, score, position.best and position.best["score"]):
+            is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
+            if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
-                self._save_fold_checkpoint(fold, epoch, validation)
             self.run_dir.append_metrics(self._metrics_row(fold.index, epoch, stats, validation, diagnostics))
             progress.epoch_done(fold.index, epoch, validation, stats)
             position.epoch = epoch + 1
-            if self.stop is not None and self.stop.requested and position.epoch < train.epochs:
-                resume.save(self, position)
-                return False
+            # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
+            self._save_resume(position)
+            if is_best:
+                self._save_fold_checkpoint(fold, epoch, validation)
+            if self._stop_requested() and position.epoch < train.epochs:
+                return self._stopped(position)
         position.results.append(self._fold_result(fold, position.best))
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
-        position.fold, position.epoch = fold.index + 1, 0
-        if self.stop is not None and self.stop.requested and position.fold < len(self.data.folds):
-            resume.save(self, position)
-            return False
+        position.fold, position.epoch, position.best = fold.index + 1, 0, None
+        if self._stop_requested() and position.fold < len(self.data.folds):
+            self._save_resume(position)  # past the fold's test, so a resume starts the next fold
+            return self._stopped(position)
         return True
+
+    def _save_resume(self, position: resume.Position) -> None:
+        started = time.perf_counter()
+        path = resume.save(self, position)
+        log.debug("resume checkpoint written", checkpoint=str(path), fold=position.fold, next_epoch=position.epoch,
+                  seconds=round(time.perf_counter() - started, 4))
+
+    def _stop_requested(self) -> bool:
+        return self.stop is not None and self.stop.requested
+
+    def _stopped(self, position: resume.Position) -> bool:
+        log.warning("stopped at a safe point", checkpoint=str(self.run_dir.checkpoint_dir(resume.RESUME_NAME)),
+                    fold=position.fold, next_epoch=position.epoch)
+        return False
 
     def _collect_and_learn(self, epoch: int, progress: RunProgress) -> dict[str, float]:
         """One epoch of experience: the plan's vector steps, each followed by its share of the updates, timed."""

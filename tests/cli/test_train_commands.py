@@ -386,10 +386,36 @@ def test_unwritable_out_is_a_clear_error(tmp_path: Path) -> None:
     assert "--out" in result.stderr and "Traceback" not in result.output
 
 
+def snapshot(folder: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def test_out_into_a_folder_of_user_files_is_refused_and_nothing_is_overwritten(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    (mine / "equity").mkdir(parents=True)
+    (mine / "config.toml").write_text("# my own settings, with comments\n[learner]\nlr = 1.0\n", encoding="utf-8")
+    (mine / "equity" / "fold_0.csv").write_text("my,data\n", encoding="utf-8")
+    before = snapshot(mine)
+    result = kit.invoke(*kit.train_args(mine))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is not a foxhunt folder" in result.stderr and "nothing there was changed" in result.stderr
+    assert snapshot(mine) == before and sorted(p.name for p in mine.iterdir()) == ["config.toml", "equity"]
+
+
+def test_backtest_out_never_writes_into_a_training_run(run_dir: Path) -> None:
+    before = snapshot(run_dir)
+    result = kit.invoke("backtest", str(run_dir / "checkpoints" / "fold_0"), "--out", str(run_dir))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "holds a foxhunt training run, not `foxhunt backtest` output" in result.stderr
+    assert snapshot(run_dir) == before
+
+
 def test_out_holding_a_finished_run_is_refused(run_dir: Path) -> None:
+    before = snapshot(run_dir)
     result = kit.invoke(*kit.train_args(run_dir))
     assert result.exit_code == 2
-    assert "already holds a run" in result.stderr and "--resume" in result.stderr
+    assert "the run finished" in result.stderr and "never resumed or rewritten" in result.stderr
+    assert snapshot(run_dir) == before
 
 
 def test_resume_of_a_finished_run_is_refused_before_anything_is_built(run_dir: Path, tmp_path: Path,
@@ -403,8 +429,8 @@ def test_resume_of_a_finished_run_is_refused_before_anything_is_built(run_dir: P
     monkeypatch.setattr("foxhunt.cli.train_commands.Trainer", no_build)
     result = kit.invoke("train", "--resume", str(copy), "--no-progress")
     assert result.exit_code == 2
-    assert "no resume checkpoint" in result.stderr and "Traceback" not in result.output
-    assert "the run finished" in result.stderr
+    assert "the run finished" in result.stderr and "never resumed" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_resume_with_new_settings_is_refused(run_dir: Path) -> None:

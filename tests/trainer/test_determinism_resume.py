@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,13 +75,99 @@ def test_stop_and_resume_in_process_ends_with_the_uninterrupted_summary(
         assert (path / name).read_bytes() == (reference_run / name).read_bytes()
 
 
-def test_resume_refuses_changed_data(tmp_path: Path) -> None:
+def test_resume_refuses_a_changed_config_naming_the_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run"
     config = tiny_config()
     assert Trainer(config, RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
-    (path / "config.toml").write_text(
-        (path / "config.toml").read_text(encoding="utf-8").replace("seed=3", "seed=4"), encoding="utf-8"
-    )
+    text = (path / "config.toml").read_text(encoding="utf-8")
+    edited = text.replace("seed=3", "seed=4").replace("lr = 0.0003\n", "lr = 0.001\n")
+    assert "lr = 0.001\n" in edited and "seed=4" in edited
+    (path / "config.toml").write_text(edited, encoding="utf-8")
+    metrics = (path / "metrics.jsonl").read_bytes()
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Trainer was built for a config that cannot resume")
+
+    monkeypatch.setattr("foxhunt.cli.train_commands.Trainer", no_build)
+    result = invoke("train", "--resume", str(path), "--no-progress")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert "data.source" in result.stderr and "learner.lr: 0.0003 when trained, 0.001 now" in result.stderr
+    assert "run.seed" not in result.stderr and "learner.lr_min" not in result.stderr  # only the keys that differ
+    assert (path / "config.toml").read_text(encoding="utf-8") == edited  # nothing rewritten
+    assert (path / "metrics.jsonl").read_bytes() == metrics
+
+
+def write_csv(market, path: Path) -> Path:
+    rows = ["time,open,high,low,close,volume"]
+    rows += [",".join([str(stamp)[:10], *(repr(float(v)) for v in bar)]) for stamp, bar in zip(market.timestamps, market.ohlcv)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_resume_refuses_changed_data(tmp_path: Path) -> None:
+    from foxhunt.data import load
+
+    csv = write_csv(load(TINY_DATA), tmp_path / "bars.csv")
+    path = tmp_path / "run"
+    config = load_config(None, [*TINY, f'data.source="{csv}"', 'run.device="cpu"'])
+    assert Trainer(config, RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
+    lines = csv.read_text(encoding="utf-8").splitlines()
+    fields = lines[-1].split(",")
+    fields[5] = repr(float(fields[5]) + 1.0)  # the last bar's volume: the same file name, other data
+    csv.write_text("\n".join([*lines[:-1], ",".join(fields)]) + "\n", encoding="utf-8")
     result = invoke("train", "--resume", str(path), "--no-progress")
     assert result.exit_code == 2
     assert "data changed" in result.stderr and "Traceback" not in result.output
+
+
+# -- what a kill can leave at an epoch boundary, each resumed to the uninterrupted result -------------------------
+
+
+def lose_fold_checkpoint(run: Path) -> None:
+    """Killed after the resume checkpoint, before the epoch's best policy was written: restore writes it again."""
+    shutil.rmtree(run / "checkpoints" / "fold_0")
+
+
+def between_the_renames(run: Path) -> None:
+    """Killed while publishing a resume checkpoint: the previous one moved aside, the new one not yet renamed."""
+    checkpoints = run / "checkpoints"
+    os.rename(checkpoints / RESUME_NAME, checkpoints / f".{RESUME_NAME}.old")
+    (checkpoints / f".{RESUME_NAME}.new-dead").mkdir()
+    (checkpoints / f".{RESUME_NAME}.new-dead" / "tensors.safetensors").write_bytes(b"\x00" * 100)
+
+
+def torn_metric_line(run: Path) -> None:
+    with open(run / "metrics.jsonl", "ab") as handle:
+        handle.write(b'{"actions": {"DIRECTION": {"FLAT": 3.0')
+
+
+def line_past_the_checkpoint(run: Path) -> None:
+    """Killed after the next epoch's metric line, before its resume checkpoint."""
+    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    with open(run / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(lines[-1].replace('"epoch": 0', '"epoch": 1'))
+
+
+@pytest.fixture(scope="module")
+def stopped_after_one_epoch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stopped") / "run"
+    assert Trainer(tiny_config(), RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
+    return path
+
+
+@pytest.mark.parametrize("damage", [lose_fold_checkpoint, between_the_renames, torn_metric_line, line_past_the_checkpoint])
+def test_each_state_a_kill_leaves_resumes_to_the_uninterrupted_result(
+    reference_run: Path, stopped_after_one_epoch: Path, tmp_path: Path, damage
+) -> None:
+    path = tmp_path / "run"
+    shutil.copytree(stopped_after_one_epoch, path)
+    damage(path)
+    result = invoke("train", "--resume", str(path), "--no-progress")
+    assert result.exit_code == 0, result.output + result.stderr
+    assert (path / "summary.json").read_bytes() == (reference_run / "summary.json").read_bytes()
+    assert metric_positions(path) == metric_positions(reference_run)
+    for fold in (0, 1):
+        name = f"checkpoints/fold_{fold}/tensors.safetensors"
+        assert (path / name).read_bytes() == (reference_run / name).read_bytes()
+    assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["fold_0", "fold_1"]  # resume/ removed at the end

@@ -23,6 +23,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainer_testkit import LIVE, foxhunt_process, invoke, read_summary, train_args
 
+from foxhunt.cli.common import EXIT_STOPPED
+
 START_TIMEOUT_S = 300.0  # first metrics line: interpreter start, numba compile, one epoch
 SCRAPE_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 120.0
@@ -122,7 +124,7 @@ def test_prometheus_scrape_during_a_run_has_labelled_finite_gauges(live: LiveRun
 
 
 def test_sigint_stops_cleanly_with_a_resume_checkpoint(live: LiveRun) -> None:
-    assert live.exit_code == 0, live.stderr[-4000:]
+    assert live.exit_code == EXIT_STOPPED, live.stderr[-4000:]  # a graceful stop is not a finished run
     assert "--resume" in live.stdout and str(live.run_dir) in live.stdout.replace("\n", "")
     assert "Traceback" not in live.stderr
     assert (live.run_dir / "checkpoints" / "resume" / "metadata.json").exists()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from trainer_testkit import invoke
 
-from foxhunt import atomic_file
+from foxhunt import durable
 from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.report import build_report
 
@@ -107,14 +107,14 @@ def test_report_is_written_atomically_and_a_full_disk_keeps_the_previous_one(tmp
     assert [p.name for p in run.iterdir() if p.name.startswith(".")] == []  # no temporary file left
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(atomic_file.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(durable.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     build_report(run)
     assert len(synced) == 2  # the file's content, then the folder holding the rename
 
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic_file.os, "fsync", full_disk)
+    monkeypatch.setattr(durable.os, "fsync", full_disk)
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     summary["data"] = "a different source that must not reach the page"
     (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
