@@ -13,6 +13,8 @@ import csv
 import gzip
 import io
 import os
+import re
+import zlib
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,8 +46,8 @@ def _read_header(path: Path) -> list[str]:
     try:
         with _open_text(path) as handle:
             header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError, EOFError, csv.Error) as error:
-        # EOFError: a truncated .gz; csv.Error: a NUL byte or a field longer than the csv module's limit.
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error, csv.Error) as error:
+        # EOFError and zlib.error: a truncated or damaged .gz; csv.Error: a field longer than the csv module's limit.
         raise DataError(f"{path}: line 1: cannot read the header ({error}). Check the path and that it is UTF-8 CSV text") from None
     if not header:
         raise DataError(f"{path}: line 1: the file is empty; a CSV needs a header line and data rows")
@@ -59,7 +61,7 @@ def _line_of(path: Path, text: str) -> int:
             for number, line in enumerate(handle, start=1):
                 if line.rstrip("\r\n") == text:
                     return number
-    except (OSError, UnicodeDecodeError, EOFError):
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error):
         pass  # the error being worded says which line it can; without a number it says "a line"
     return 0
 
@@ -214,6 +216,24 @@ def load_csv(
     )
 
 
+def _require_utf8(source: str, name: str, column: pa.ChunkedArray) -> None:
+    """Parquet text is read without checking its UTF-8 (a CSV's is checked by the reader): check it once here.
+
+    Arrow's text functions refuse invalid UTF-8 mid-computation, and Python cannot show such a cell in a message.
+    """
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return
+    start = 0
+    for chunk in column.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as error:
+            index = re.search(r"index (\d+)", str(error))
+            where = f"row {start + int(index.group(1)) + 1}, " if index else ""
+            raise DataError(f"{source}: {where}column {name!r}: text that is not UTF-8 ({error}). Write the column as UTF-8 text") from None
+        start += len(chunk)
+
+
 class _NotNumbers(Exception):
     """The typed read met a cell that is not a number (private: load_csv then reads text)."""
 
@@ -300,11 +320,14 @@ def load_parquet(
         schema = pq.read_schema(path)
         colmap = resolve_columns(source, schema.names, columns, where="schema")
         table = pq.read_table(path, columns=list(dict.fromkeys(colmap.needed)))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
+        # UnicodeDecodeError: a damaged schema whose column names are not UTF-8 (pyarrow decodes them itself).
         raise DataError(f"{source}: cannot read as Parquet ({error}). Check the file is a complete Parquet file") from None
     rows = table.num_rows
     columns_of = {name: table.column(name) for name in dict.fromkeys(colmap.needed)}
     del table
+    for name, column in columns_of.items():
+        _require_utf8(source, name, column)
     return _assemble(
         source, columns_of, rows, colmap, plain_row_label("row"),
         timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,

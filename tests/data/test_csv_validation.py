@@ -323,3 +323,15 @@ def test_numbers_padded_with_spaces_load_through_the_text_reader(tmp_path):
     rows = [" 2017-01-02 00:00:00 , 1.10 ,1.12, 1.09,1.11 , 100", "2017-01-02 01:00:00,1.11,1.13,1.10,1.12,120"]
     market = load_csv(write(tmp_path, rows))
     np.testing.assert_array_equal(market.ohlcv[0], [1.10, 1.12, 1.09, 1.11, 100])
+
+
+def test_a_damaged_gzip_is_one_error(tmp_path):
+    """Found by fuzzing: a damaged .csv.gz raised zlib.error (not an OSError) while the header was read."""
+    import gzip
+
+    data = bytearray(gzip.compress((HEADER + "\n".join(GOOD) + "\n").encode(), mtime=0))
+    data[12:20] = b"\xff" * 8
+    path = tmp_path / "bars.csv.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"bars\.csv\.gz: line 1: cannot read the header"):
+        load_csv(path)

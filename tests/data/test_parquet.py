@@ -112,3 +112,24 @@ def test_dictionary_encoded_columns_load(tmp_path):
     pq.write_table(table, path)
     market = load_parquet(path)
     assert market.timestamps[2] == np.datetime64("2017-01-05", "ns") and market.close.tolist() == [1.5] * 3
+
+
+def test_a_column_name_that_is_not_utf8_is_one_error(tmp_path):
+    """Found by fuzzing: pyarrow decodes the schema's names itself and raised UnicodeDecodeError."""
+    path = tmp_path / "name.parquet"
+    pq.write_table(pa.table({"time": np.array(["2017-01-03", "2017-01-04"], "datetime64[ns]"), **_prices(2)}), path)
+    path.write_bytes(path.read_bytes().replace(b"volume", b"\x80olume"))
+    with pytest.raises(DataError, match=r"name\.parquet: cannot read as Parquet \('utf-8' codec can't decode"):
+        load_parquet(path)
+
+
+def test_text_that_is_not_utf8_names_the_row_and_column(tmp_path):
+    """Parquet text is not checked on read: arrow's cast said 'Failed to parse', and showing the cell raised."""
+    good = pa.array([b"1.0", b"1.0", b"1.0"], pa.binary())
+    bad = pa.array([b"1.0", b"1.\x80", b"1.0"], pa.binary())
+    as_text = {name: pa.Array.from_buffers(pa.string(), 3, column.buffers()) for name, column in
+               (("open", good), ("high", good), ("low", good), ("close", bad), ("volume", good))}  # fmt: skip
+    path = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"time": pa.array(["2017-01-03", "2017-01-04", "2017-01-05"]), **as_text}), path)
+    with pytest.raises(DataError, match=r"text\.parquet: row 2, column 'close': text that is not UTF-8"):
+        load_parquet(path)
