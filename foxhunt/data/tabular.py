@@ -9,6 +9,7 @@ one record per line, i.e. no quoted line breaks); Parquet errors name the row.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -40,6 +41,35 @@ def _open_text(path: Path) -> io.TextIOBase:
     if path.name.endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
+
+
+def _require_utf8_text(path: Path) -> None:
+    """A DataError naming the line and byte of the first bytes that are not UTF-8, read a megabyte at a time.
+
+    Arrow's CSV reader does not check: text that is not UTF-8 reached its invalid-row callback, which failed to
+    decode the row and printed a traceback on stderr ("Exception ignored in ..."), before the load failed anyway.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines = 0
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as error:
+                    # error.object is what was decoded: bytes held back from the chunk before (part of one
+                    # character, no newline) and this chunk.
+                    line = lines + error.object.count(b"\n", 0, error.start) + 1
+                    raise DataError(
+                        f"{path}: line {line}: byte {error.object[error.start]:#04x} is not UTF-8 text, and a CSV must be UTF-8. "
+                        "Save the file as UTF-8 and load again"
+                    ) from None
+                lines += chunk.count(b"\n")
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: line {lines + 1}: the file ends inside a character, so it is not UTF-8 text") from None
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(f"{path}: cannot read the file ({error}). Check the path and that the file is complete") from None
 
 
 def _read_header(path: Path) -> list[str]:
@@ -199,6 +229,7 @@ def load_csv(
     source = str(path)
     if not path.is_file():
         raise DataError(f"{source}: no such file. Check the path (relative paths are taken from the working directory)")
+    _require_utf8_text(path)
     header = _read_header(path)
     colmap = resolve_columns(source, header, columns)
     try:

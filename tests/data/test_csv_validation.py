@@ -333,5 +333,16 @@ def test_a_damaged_gzip_is_one_error(tmp_path):
     data[12:20] = b"\xff" * 8
     path = tmp_path / "bars.csv.gz"
     path.write_bytes(bytes(data))
-    with pytest.raises(DataError, match=r"bars\.csv\.gz: line 1: cannot read the header"):
+    with pytest.raises(DataError, match=r"bars\.csv\.gz: cannot read the file \("):
+        load_csv(path)
+
+
+@pytest.mark.parametrize(("encoding", "line", "byte"), [("latin-1", 4, "0xe9"), ("utf-16", 1, "0xff")])
+def test_text_that_is_not_utf8_names_its_line_and_byte(tmp_path, encoding, line, byte):
+    """Found by fuzzing: a row of another field count holding non-UTF-8 bytes made arrow's invalid-row callback
+    fail to decode it, and Python printed that traceback on stderr ("Exception ignored in ...")."""
+    rows = [*GOOD[:2], GOOD[2] + ",caf\u00e9", GOOD[3]]
+    path = tmp_path / "bars.csv"
+    path.write_bytes((HEADER + "\n".join(rows) + "\n").encode(encoding))
+    with pytest.raises(DataError, match=rf"bars\.csv: line {line}: byte {byte} is not UTF-8 text, and a CSV must be UTF-8"):
         load_csv(path)
