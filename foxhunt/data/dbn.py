@@ -150,7 +150,8 @@ def _runs(path: Path, body: np.ndarray) -> list[tuple[int, int, int]]:
 def _padded(dtype: np.dtype, itemsize: int) -> np.dtype:
     """``dtype``'s fields at their offsets in a record of ``itemsize`` bytes (a record may carry more, e.g. ts_out)."""
     fields = [(name, *dtype.fields[name][:2]) for name in dtype.names]
-    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields], "offsets": [f[2] for f in fields], "itemsize": itemsize})
+    names, formats, offsets = zip(*fields)
+    return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets), "itemsize": itemsize})
 
 
 def _structured(path: Path, body: np.ndarray, rtypes: tuple[int, ...], record_type: type) -> tuple[np.ndarray, int]:

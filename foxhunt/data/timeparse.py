@@ -206,7 +206,8 @@ def _parse_text(
         return ns, f"{column}: parsed with {fmt!r} and per-row UTC offsets (timezone setting not needed)"
     if timezone == "UTC":
         return ns, f"{column}: parsed with {fmt!r} as UTC"
-    return _localize(pa.array(ns, pa.timestamp("ns")), timezone, source, column, label), f"{column}: parsed with {fmt!r} as {timezone} wall time"
+    note = f"{column}: parsed with {fmt!r} as {timezone} wall time"
+    return _localize(pa.array(ns, pa.timestamp("ns")), timezone, source, column, label), note
 
 
 def _detect_format(text: pa.ChunkedArray, split, source: str, column: str, label: RowLabel) -> str:
@@ -217,7 +218,10 @@ def _detect_format(text: pa.ChunkedArray, split, source: str, column: str, label
     """
     first = split(*next(_pieces(text)))[1]
     sample = first.slice(0, 200)
-    survivors = [fmt for fmt in CANDIDATE_FORMATS if pc.strptime(sample, format=fmt, unit="ns", error_is_null=True).null_count < len(sample)]
+    survivors = [
+        fmt for fmt in CANDIDATE_FORMATS
+        if pc.strptime(sample, format=fmt, unit="ns", error_is_null=True).null_count < len(sample)
+    ]
     if not survivors:
         shown = first[0].as_py() if len(first) else ""
         raise DataError(

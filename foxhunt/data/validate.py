@@ -89,7 +89,10 @@ def validate_bars(
         bad = np.flatnonzero((ohlcv[:, field] > FLOAT32_MAX) | (ohlcv[:, field] < FLOAT32_TINY))
         if bad.size:
             value = float(ohlcv[bad[0], field])
-            problem = f"price {value!r} is outside [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}], the range of float32 the environment computes in"
+            problem = (
+                f"price {value!r} is outside [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}], the range of float32 "
+                "the environment computes in"
+            )
             raise _fail(source, label(int(bad[0])), columns[field], problem, fix)
     high, low = ohlcv[:, OHLCV.HIGH], ohlcv[:, OHLCV.LOW]
     bad = np.flatnonzero(high < low)
