@@ -1,9 +1,10 @@
 """Peak memory of loading a large OHLCV file, against the size of the arrays it becomes.
 
-Usage: ``python benchmarks/data_memory.py [--rows 1000000 4500000] [--formats csv parquet] [--json]``
+Usage: ``python benchmarks/data_memory.py [--rows 1000000 4500000] [--formats csv parquet dbn] [--json]``
 
 For each row count, writes a minute-bar OHLCV file (a random walk, five decimals,
-``2010-01-04 00:00:00`` timestamps: about 55 bytes a row of CSV) into a temporary
+``2010-01-04 00:00:00`` timestamps: about 55 bytes a row of CSV; DBN ohlcv-1m
+records of 56 bytes) into a temporary
 directory, deleted afterwards. Each file is loaded by a fresh child process
 (``--measure FILE``) which first imports foxhunt and loads a tiny file (so that lazy
 imports and allocator set-up are not counted), then resets the kernel's peak-RSS
@@ -59,9 +60,34 @@ def _batches(rows: int, seed: int, chunk: int = 1_000_000):
         }, schema=_SCHEMA)
 
 
+def _write_dbn(path: Path, rows: int, seed: int) -> Path:
+    """An ohlcv-1m DBN file: records laid out with databento-dbn's own record dtype, prices in units of 1e-9."""
+    import databento_dbn as db  # the optional extra, only for this format
+
+    dtype = np.dtype(db.OHLCVMsg._dtypes)
+    start = 1_262_563_200 * 10**9  # 2010-01-04
+    with open(path, "wb") as handle:
+        handle.write(bytes(db.Metadata(dataset="GLBX.MDP3", start=start, stype_in=db.SType.RAW_SYMBOL,
+                                       stype_out=db.SType.INSTRUMENT_ID, schema=db.Schema.OHLCV_1M, symbols=["ESH4"])))
+        first = 0
+        for batch in _batches(rows, seed):
+            records = np.zeros(batch.num_rows, dtype)
+            records["length"], records["rtype"] = dtype.itemsize // 4, int(db.RType.OHLCV_1M)
+            records["publisher_id"], records["instrument_id"] = 1, 42
+            records["ts_event"] = start + (first + np.arange(batch.num_rows, dtype=np.uint64)) * 60 * 10**9
+            for name in ("open", "high", "low", "close"):
+                records[name] = np.round(batch[name].to_numpy() * 1e9).astype(np.int64)
+            records["volume"] = batch["volume"].to_numpy()
+            handle.write(records.tobytes())
+            first += batch.num_rows
+    return path
+
+
 def write_bars(path: Path, rows: int, seed: int = 0) -> Path:
-    """An OHLCV file of ``rows`` minute bars; CSV or Parquet by the suffix."""
+    """An OHLCV file of ``rows`` minute bars; CSV, Parquet or DBN by the suffix."""
     path = Path(path)
+    if path.suffix == ".dbn":
+        return _write_dbn(path, rows, seed)
     if path.suffix == ".parquet":
         with pq.ParquetWriter(path, _SCHEMA) as writer:
             for batch in _batches(rows, seed):
@@ -88,7 +114,7 @@ def measure(path: Path) -> dict[str, float]:
     from foxhunt.data import load
 
     with tempfile.TemporaryDirectory() as scratch:  # warm-up: lazy imports and allocator arenas are not the file's
-        load(str(write_bars(Path(scratch) / f"warm{''.join(path.suffixes)}", 100)))
+        load(str(write_bars(Path(scratch) / ("warm.parquet" if path.suffix == ".parquet" else "warm.csv"), 100)))
     before_kib = _status_kib("VmRSS")
     try:
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current resident size
@@ -123,7 +149,7 @@ def measure_in_child(path: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 4_500_000])
-    parser.add_argument("--formats", nargs="+", choices=("csv", "parquet"), default=["csv", "parquet"])
+    parser.add_argument("--formats", nargs="+", choices=("csv", "parquet", "dbn"), default=["csv", "parquet", "dbn"])
     parser.add_argument("--json", action="store_true", help="one JSON object per file instead of the table")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
