@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Measured 3.3 at a million bars (2.1 at 4.5 million, where fixed costs weigh less); the bound leaves room for
+# Measured 3.3-3.4 at a million bars (2.1 at 4.5 million, where fixed costs weigh less); the bound leaves room for
 # allocator noise and stays far below the 8.1 of the loader before.
 PEAK_OVER_ARRAYS = 4.0
 
