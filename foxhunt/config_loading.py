@@ -121,9 +121,25 @@ def load_toml(path: Path) -> dict[str, Any]:
             "Save the file as UTF-8 and run again"
         ) from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+        return _parse_toml(text)
+    except ValueError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
+def _parse_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads`` whose every refusal is a ValueError (TOMLDecodeError is one).
+
+    tomllib recurses once per level of nested arrays or inline tables, so a few thousand levels raised
+    RecursionError; an integer of more digits than Python converts (4300) raised a ValueError with no line.
+    """
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("arrays or inline tables nested too deep to read (a config needs a few levels)") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as error:  # int('9' * 5000): Python's limit on converting long digit strings
+        raise ValueError(f"a number too long to read ({error})") from None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -133,9 +149,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not sep or not key or any(not part.strip() for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE with a dotted key, e.g. --set learner.lr=3e-4")
     try:
-        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+        value = _parse_toml(f"value = {raw.strip()}")["value"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except ValueError as error:
+        raise ConfigError(f"--set {text!r}: {error}") from None
     return [part.strip() for part in key.split(".")], value
 
 

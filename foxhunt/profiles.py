@@ -61,8 +61,10 @@ def resolve_profile(data: Mapping[str, Any]) -> str:
 def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the resolved profile's values filled in wherever the user set nothing (a copy)."""
     profile = resolve_profile(data)
-    if profile not in PROFILES:
-        return data  # an unknown name: the config's own validator reports it with the key path
+    if not isinstance(profile, str) or profile not in PROFILES:
+        # An unknown name, or not a name at all (a list from `--set run.profile=[]` was unhashable here): the
+        # config's own validator reports it with the key path.
+        return data
     result = deep_copy(data)
     for dotted, value in PROFILES[profile].items():
         *sections, key = dotted.split(".")

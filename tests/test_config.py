@@ -109,6 +109,22 @@ def test_foxhunt_train_with_a_non_utf8_config_exits_2_without_a_traceback(tmp_pa
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("text", "reason"), [
+    ("x = " + "[" * 5000 + "]" * 5000, "arrays or inline tables nested too deep to read"),
+    ("x = " + "{a=" * 5000 + "1" + "}" * 5000, "arrays or inline tables nested too deep to read"),
+    ("[run]\nseed = " + "9" * 5000, "a number too long to read"),
+])  # fmt: skip
+def test_toml_that_python_cannot_read_is_one_paragraph(toml, text: str, reason: str) -> None:
+    """Found by fuzzing: RecursionError and a ValueError without a line came out as tracebacks."""
+    path = toml(text)
+    assert config_error(path).startswith(f"{path}: not valid TOML: {reason}")
+
+
+def test_a_set_value_python_cannot_read_is_one_paragraph() -> None:
+    assert "a number too long to read" in config_error(None, ("run.seed=" + "9" * 5000,))
+    assert "nested too deep" in config_error(None, ("learner.hidden=" + "[" * 5000,))
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     assert config_error(tmp_path / "absent.toml") == f"{tmp_path / 'absent.toml'}: config file not found"
 

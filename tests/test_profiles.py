@@ -52,3 +52,10 @@ def test_a_resolved_config_reloads_unchanged() -> None:
 def test_an_unknown_profile_names_the_key() -> None:
     with pytest.raises(ConfigError, match="run.profile"):
         load_config(None, ['run.profile="huge"'])
+
+
+@pytest.mark.parametrize("value", ["[]", "{a=1}", "[\"gpu\"]"])
+def test_a_profile_that_is_not_a_name_is_a_config_error_naming_the_key(value: str) -> None:
+    """Found by fuzzing --set: a list or table as run.profile was an unhashable-type traceback in apply_profile."""
+    with pytest.raises(ConfigError, match=r"run\.profile: expected a string"):
+        load_config(None, (f"run.profile={value}",))

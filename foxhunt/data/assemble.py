@@ -9,7 +9,7 @@ import numpy as np
 import structlog
 
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
-from foxhunt.data.market import OHLCV, DataReport, MarketData
+from foxhunt.data.market import OHLCV, DataReport, Handover, MarketData
 from foxhunt.data.validate import RowLabel, bar_frequency, bars_per_year, find_gaps, validate_bars
 from foxhunt.errors import DataError
 
@@ -64,7 +64,10 @@ def build_market(
     book: np.ndarray | None = None,
     flow: np.ndarray | None = None,
 ) -> MarketData:
-    """Validate ``ohlcv`` ([bars, OHLCV]) against ``ns`` (UTC int64 ns), scan for gaps, wrap it up."""
+    """Validate ``ohlcv`` ([bars, OHLCV]) against ``ns`` (UTC int64 ns), scan for gaps, wrap it up.
+
+    The arrays are handed over to the :class:`MarketData` without a copy: the caller must not keep or write them.
+    """
     if duplicates not in DUPLICATE_POLICIES:
         raise DataError(f"{source}: duplicates={duplicates!r} is not a policy; use one of {DUPLICATE_POLICIES}")
     if ohlcv.shape[1] != OHLCV.size() or len(names) != OHLCV.size():
@@ -87,7 +90,7 @@ def build_market(
         return label(int(original_index[index]))
 
     validate_bars(source, ns, ohlcv, names, time_column, original_label)
-    timestamps = ns.astype("datetime64[ns]")
+    timestamps = np.asarray(ns, dtype=np.int64).view("datetime64[ns]")
     scan = find_gaps(timestamps)
     spec, instrument_note = resolve_instrument(instrument, timestamps)
     all_notes = [*notes] + ([instrument_note] if instrument_note else [])
@@ -96,4 +99,7 @@ def build_market(
     report = DataReport(rows_read=rows_read, gaps=scan.gaps, closures=scan.closures, duplicates_dropped=dropped, notes=tuple(all_notes))
     if scan.gaps:
         log.info("data_gaps", source=source, gaps=len(scan.gaps), missing_bars=report.missing_bars)
-    return MarketData(source=source, timestamps=timestamps, ohlcv=ohlcv, instrument=spec, report=report, book=book, flow=flow)
+    return MarketData(
+        source=source, timestamps=Handover(timestamps), ohlcv=Handover(ohlcv), instrument=spec, report=report,
+        book=None if book is None else Handover(book), flow=None if flow is None else Handover(flow),
+    )

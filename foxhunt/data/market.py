@@ -17,7 +17,7 @@ import numpy as np
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.dims import DimTable, auto
 
-__all__ = ["OHLCV", "BOOK", "FLOW", "Gap", "DataReport", "MarketData"]
+__all__ = ["OHLCV", "BOOK", "FLOW", "Gap", "DataReport", "Handover", "MarketData"]
 
 
 class OHLCV(DimTable):
@@ -97,13 +97,27 @@ class DataReport:
         return ", ".join(parts) + "".join(f"; {note}" for note in self.notes)
 
 
+@attrs.frozen(eq=False)
+class Handover:
+    """An array given to :class:`MarketData` by a loader that keeps no reference to it: taken without a copy.
+
+    Loaders build their arrays fresh and drop them once the record exists, so copying them again only doubled the
+    peak memory of a large file (docs/data.md, "Memory"). Anyone else's array is copied, as before.
+    """
+
+    array: np.ndarray
+
+
 def _frozen_array(dtype: type) -> object:
-    """attrs converter: a private, C-contiguous, read-only copy (callers keep their own arrays)."""
+    """attrs converter: a private, C-contiguous, read-only copy (callers keep their own arrays), or a handed-over one."""
 
     def convert(value: object) -> np.ndarray | None:
         if value is None:
             return None
-        array = np.array(value, dtype=dtype, order="C", copy=True)
+        if isinstance(value, Handover):
+            array = np.ascontiguousarray(value.array, dtype=dtype)  # no copy when it already is what is stored
+        else:
+            array = np.array(value, dtype=dtype, order="C", copy=True)
         array.flags.writeable = False
         return array
 
@@ -125,7 +139,8 @@ def _check_table(table: type[DimTable]) -> object:
 def _check_timestamps(instance: MarketData, attribute: attrs.Attribute, value: np.ndarray) -> None:
     if value.ndim != 1:
         raise ValueError(f"MarketData.timestamps must be one-dimensional, got shape {value.shape}")
-    if value.size > 1 and not np.all(np.diff(value.view(np.int64)) > 0):
+    ns = value.view(np.int64)
+    if value.size > 1 and not np.all(ns[1:] > ns[:-1]):  # compared, not subtracted: no int64 temporary
         raise ValueError("MarketData.timestamps must be strictly increasing (the loaders validate this)")
 
 

@@ -9,10 +9,14 @@ one record per line, i.e. no quoted line breaks); Parquet errors name the row.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
 import os
+import re
+import zlib
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -39,12 +43,42 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8-sig", newline="")
 
 
+def _require_utf8_text(path: Path) -> None:
+    """A DataError naming the line and byte of the first bytes that are not UTF-8, read a megabyte at a time.
+
+    Arrow's CSV reader does not check: text that is not UTF-8 reached its invalid-row callback, which failed to
+    decode the row and printed a traceback on stderr ("Exception ignored in ..."), before the load failed anyway.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines = 0
+    try:
+        with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as error:
+                    # error.object is what was decoded: bytes held back from the chunk before (part of one
+                    # character, no newline) and this chunk.
+                    line = lines + error.object.count(b"\n", 0, error.start) + 1
+                    raise DataError(
+                        f"{path}: line {line}: byte {error.object[error.start]:#04x} is not UTF-8 text, and a CSV must be UTF-8. "
+                        "Save the file as UTF-8 and load again"
+                    ) from None
+                lines += chunk.count(b"\n")
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: line {lines + 1}: the file ends inside a character, so it is not UTF-8 text") from None
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(f"{path}: cannot read the file ({error}). Check the path and that the file is complete") from None
+
+
 def _read_header(path: Path) -> list[str]:
     try:
         with _open_text(path) as handle:
             header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError) as error:
-        raise DataError(f"{path}: cannot read the file ({error}). Check the path and that it is UTF-8 CSV text") from None
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error, csv.Error) as error:
+        # EOFError and zlib.error: a truncated or damaged .gz; csv.Error: a field longer than the csv module's limit.
+        raise DataError(f"{path}: line 1: cannot read the header ({error}). Check the path and that it is UTF-8 CSV text") from None
     if not header:
         raise DataError(f"{path}: line 1: the file is empty; a CSV needs a header line and data rows")
     return [name.strip() for name in header]
@@ -52,39 +86,87 @@ def _read_header(path: Path) -> list[str]:
 
 def _line_of(path: Path, text: str) -> int:
     """Line number (1-based) of the first line equal to ``text``; used only to word an error."""
-    with _open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.rstrip("\r\n") == text:
-                return number
+    try:
+        with _open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.rstrip("\r\n") == text:
+                    return number
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error):
+        pass  # the error being worded says which line it can; without a number it says "a line"
     return 0
+
+
+def _first_unparsable(text: pa.Array) -> int:
+    """Index of the first cell arrow cannot read as a number, by bisection (only on the error path).
+
+    Arrow says that a cell failed, not which; Python's ``float`` cannot stand in for it, as it reads cells
+    arrow refuses ("1_000", non-ASCII digits).
+    """
+    low, high = 0, len(text)
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            text.slice(low, middle - low).cast(pa.float64())
+            low = middle
+        except pa.ArrowInvalid:
+            high = middle
+    return low
+
+
+def _numeric_into(out: np.ndarray, values: pa.ChunkedArray, source: str, column: str, label: RowLabel) -> None:
+    """Write a column into ``out`` (a strided column of the result) as float64, NaN where empty, a chunk at a time.
+
+    A chunk at a time so that no whole-column float64 or text copy exists next to the result. A DataError
+    names the first cell that is not a number.
+    """
+    start = 0
+    for chunk in values.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        stop = start + len(chunk)
+        out[start:stop] = _numeric(source, chunk, column, _shifted(label, start))
+        start = stop
+
+
+def _release() -> None:
+    """Hand the memory of the columns just dropped back to the system.
+
+    Arrow's allocator keeps freed memory for reuse; this loader does not reuse it (the arrays that follow are
+    numpy's), so without this a large file's text stayed in the process for the rest of the load.
+    """
+    pa.default_memory_pool().release_unused()
+
+
+def _shifted(label: RowLabel, start: int) -> RowLabel:
+    return lambda index: label(start + index)
 
 
 def _numeric(source: str, values: pa.Array, column: str, label: RowLabel) -> np.ndarray:
     """float64 values, NaN where empty; a DataError at the first cell that is not a number."""
     if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_decimal(values.type):
-        return np.asarray(values.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        try:
+            return np.asarray(values.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        except pa.ArrowInvalid as error:  # a decimal beyond float64
+            raise DataError(f"{source}: column {column!r}: {error}; prices and volume must be float64 numbers") from None
     if pa.types.is_null(values.type):
         return np.full(len(values), np.nan)
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         raise DataError(f"{source}: column {column!r} has type {values.type}; prices and volume must be numbers")
     text = pc.utf8_trim_whitespace(values)
-    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, values.type), text)
     try:
         return np.asarray(text.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
     except pa.ArrowInvalid:
-        for index, cell in enumerate(text.to_pylist()):
-            try:
-                float(cell if cell is not None else "nan")
-            except ValueError:
-                raise DataError(
-                    f"{source}: {label(index)}, column {column!r}: {cell!r} is not a number. Correct that cell and load again"
-                ) from None
-        raise
+        index = _first_unparsable(text)
+        raise DataError(
+            f"{source}: {label(index)}, column {column!r}: {text[index].as_py()!r} is not a number. Correct that cell and load again"
+        ) from None
 
 
 def _assemble(
     source: str,
-    table: pa.Table,
+    table: dict[str, pa.ChunkedArray],
+    rows: int,
     columns: ColumnMap,
     label: RowLabel,
     *,
@@ -93,21 +175,35 @@ def _assemble(
     instrument: InstrumentSpec | str | None,
     duplicates: str,
 ) -> MarketData:
+    """Parse the columns of ``table`` into bars, dropping each column from it once it is read.
+
+    ``table`` is the only reference to the file's columns (the caller keeps none), so each column's memory
+    goes back as soon as it is converted: at most one column's text or numbers exists next to the result.
+    """
+    uses = Counter([*columns.time, *(name for name in columns.ohlcv_names() if name in table)])
+
+    def take(name: str) -> pa.ChunkedArray:
+        uses[name] -= 1
+        return table[name] if uses[name] else table.pop(name)
+
     if len(columns.time) == 2:
-        time_values = pc.binary_join_element_wise(table[columns.time[0]], table[columns.time[1]], " ")
+        time_values = pc.binary_join_element_wise(take(columns.time[0]), take(columns.time[1]), " ")
     else:
-        time_values = table[columns.time[0]]
+        time_values = take(columns.time[0])
     ns, how = parse_timestamps(
         time_values, source=source, column=columns.time_label, label=label, timezone=timezone, timestamp_format=timestamp_format
     )
-    ohlcv = np.zeros((table.num_rows, OHLCV.size()), dtype=np.float64)
+    del time_values
+    _release()
+    ohlcv = np.zeros((rows, OHLCV.size()), dtype=np.float64)
     names = columns.ohlcv_names()
     notes = [how]
     for field in OHLCV:
         if field == OHLCV.VOLUME and columns.volume is None:
             notes.append("no volume column (mapped to None): volume is zero")
             continue
-        ohlcv[:, field] = _numeric(source, table[names[field]].combine_chunks(), names[field], label)
+        _numeric_into(ohlcv[:, field], take(names[field]), source, names[field], label)
+    _release()
     return build_market(
         source, ns, ohlcv, names=names, time_column=columns.time_label, label=label,
         instrument=instrument, notes=notes, duplicates=duplicates,
@@ -133,25 +229,75 @@ def load_csv(
     source = str(path)
     if not path.is_file():
         raise DataError(f"{source}: no such file. Check the path (relative paths are taken from the working directory)")
+    _require_utf8_text(path)
     header = _read_header(path)
     colmap = resolve_columns(source, header, columns)
+    try:
+        table = _read_csv(path, source, header, colmap, typed=True)
+    except _NotNumbers:
+        # A cell arrow could not read as a number: read every column as text, which finds and names that cell
+        # (and reads numbers padded with spaces, which the typed reader refuses).
+        table = _read_csv(path, source, header, colmap, typed=False)
+    rows = _rows_before_trailing_blanks(table)
+    columns_of = {name: table.column(name).slice(0, rows) for name in dict.fromkeys(colmap.needed)}
+    del table
+    return _assemble(
+        source, columns_of, rows, colmap, csv_row_label(1),
+        timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,
+    )
+
+
+def _require_utf8(source: str, name: str, column: pa.ChunkedArray) -> None:
+    """Parquet text is read without checking its UTF-8 (a CSV's is checked by the reader): check it once here.
+
+    Arrow's text functions refuse invalid UTF-8 mid-computation, and Python cannot show such a cell in a message.
+    """
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return
+    start = 0
+    for chunk in column.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as error:
+            index = re.search(r"index (\d+)", str(error))
+            where = f"row {start + int(index.group(1)) + 1}, " if index else ""
+            raise DataError(f"{source}: {where}column {name!r}: text that is not UTF-8 ({error}). Write the column as UTF-8 text") from None
+        start += len(chunk)
+
+
+class _NotNumbers(Exception):
+    """The typed read met a cell that is not a number (private: load_csv then reads text)."""
+
+
+def _read_csv(path: Path, source: str, header: list[str], colmap: ColumnMap, *, typed: bool) -> pa.Table:
+    """The needed columns only: times as text, prices and volume as float64 (``typed``) or text.
+
+    Reading numbers as float64 straight away, rather than text then a cast, keeps the file's text out of
+    memory: the text of the numbers was most of a large file's peak (docs/data.md, "Memory").
+    """
     bad_rows: list[str] = []
 
     def on_invalid(row: pv.InvalidRow) -> str:
         bad_rows.append(row.text)
         return "skip"
 
+    numeric = pa.float64() if typed else pa.string()
+    types = {name: numeric for name in colmap.needed}
+    types.update({name: pa.string() for name in colmap.time})
     try:
         table = pv.read_csv(
             path,
             parse_options=pv.ParseOptions(invalid_row_handler=on_invalid, ignore_empty_lines=False),
             convert_options=pv.ConvertOptions(
-                include_columns=colmap.needed,
-                column_types={name: pa.string() for name in colmap.needed},
+                include_columns=list(dict.fromkeys(colmap.needed)),
+                column_types=types,
+                null_values=[""],
                 strings_can_be_null=False,
             ),
         )
     except (pa.ArrowInvalid, OSError) as error:
+        if typed and "conversion error" in str(error):
+            raise _NotNumbers() from None
         raise DataError(f"{source}: cannot parse as CSV ({error}). Check the delimiter is ',' and the file is not truncated") from None
     if bad_rows:
         line = _line_of(path, bad_rows[0])
@@ -160,22 +306,29 @@ def load_csv(
             f"{source}: {where}: {bad_rows[0]!r} has a different number of fields than the header's {len(header)} "
             f"(columns {header}). Fix that line and load again"
         )
-    table = _strip_trailing_blank_rows(table)
-    return _assemble(
-        source, table, colmap, csv_row_label(1),
-        timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,
-    )
+    return table
 
 
-def _strip_trailing_blank_rows(table: pa.Table) -> pa.Table:
-    """Blank lines at the very end of a file are formatting, not rows; blank lines inside are errors."""
-    blank = np.ones(table.num_rows, dtype=bool)
-    for column in table.columns:
-        blank &= np.asarray(pc.equal(pc.utf8_trim_whitespace(column), ""))
+def _rows_before_trailing_blanks(table: pa.Table) -> int:
+    """Rows up to the last that is not blank: blank lines at the very end of a file are formatting, not rows.
+
+    Blank lines inside are errors (later). Only the tail is looked at, a few rows at a time, so the check costs
+    nothing on a large file.
+    """
     keep = table.num_rows
-    while keep > 0 and blank[keep - 1]:
-        keep -= 1
-    return table.slice(0, keep)
+    while keep > 0:
+        tail = table.slice(max(0, keep - 64), min(64, keep))
+        blank = np.ones(tail.num_rows, dtype=bool)
+        for column in tail.columns:
+            if pa.types.is_string(column.type):
+                blank &= np.asarray(pc.equal(pc.utf8_trim_whitespace(column), "").fill_null(True))
+            else:
+                blank &= np.asarray(column.is_null())
+        written = np.flatnonzero(~blank)
+        if written.size:
+            return keep - tail.num_rows + int(written[-1]) + 1
+        keep -= tail.num_rows
+    return 0
 
 
 def load_parquet(
@@ -197,10 +350,16 @@ def load_parquet(
     try:
         schema = pq.read_schema(path)
         colmap = resolve_columns(source, schema.names, columns, where="schema")
-        table = pq.read_table(path, columns=colmap.needed)
-    except (pa.ArrowInvalid, OSError) as error:
+        table = pq.read_table(path, columns=list(dict.fromkeys(colmap.needed)))
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
+        # UnicodeDecodeError: a damaged schema whose column names are not UTF-8 (pyarrow decodes them itself).
         raise DataError(f"{source}: cannot read as Parquet ({error}). Check the file is a complete Parquet file") from None
+    rows = table.num_rows
+    columns_of = {name: table.column(name) for name in dict.fromkeys(colmap.needed)}
+    del table
+    for name, column in columns_of.items():
+        _require_utf8(source, name, column)
     return _assemble(
-        source, table, colmap, plain_row_label("row"),
+        source, columns_of, rows, colmap, plain_row_label("row"),
         timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,
     )

@@ -10,22 +10,28 @@ Arrow's ``strptime`` accepts a day past the end of its month and a second 60 and
 rolls them over (``2021-02-31`` becomes March 3), so every parsed row is written
 back with the same format and compared with its text: a row that does not come
 back is not a calendar date or time, and is an error.
-Integer columns are Unix epoch times; the unit is chosen from their magnitude.
+Integer columns are Unix epoch times (:mod:`foxhunt.data.epoch`). Text is parsed :data:`CHUNK_ROWS` rows at a time.
 """
 
 from __future__ import annotations
 
 import re
 import zoneinfo
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from foxhunt.data.epoch import EPOCH_TEXT, epoch_text_to_int64, epoch_to_ns, integers_to_int64
 from foxhunt.data.validate import RowLabel
 from foxhunt.errors import DataError
 
-__all__ = ["CANDIDATE_FORMATS", "parse_timestamps", "check_timezone"]
+__all__ = ["CANDIDATE_FORMATS", "CHUNK_ROWS", "parse_timestamps", "check_timezone"]
+
+# Rows of text parsed at a time: a slice's temporaries (trimmed text, its parts, parsed times) are a few tens of MB
+# however long the file is, where parsing the whole column at once held several copies of it (docs/data.md, "Memory").
+CHUNK_ROWS = 1 << 18
 
 CANDIDATE_FORMATS: tuple[str, ...] = (
     "%Y-%m-%d %H:%M:%S",
@@ -54,11 +60,9 @@ CANDIDATE_FORMATS: tuple[str, ...] = (
 
 # base: everything up to the seconds (or minutes); then fraction; then offset.
 _SPLIT = r"^(?P<base>.*?\d:\d\d(?::\d\d)?)(?P<frac>\.\d{1,9})?\s*(?P<off>Z|UTC|[+-]\d\d:?\d\d)?$"
-# Epoch magnitudes of today's dates: seconds ~1.7e9, ms ~1.7e12, us ~1.7e15, ns ~1.7e18.
 # Directives whose overflow can only roll a day into the next month's first three days or a second 60 into the
 # next minute (see _refuse_rolled_over); any other directive in a format has every row checked.
 _ROLL_DIRECTIVES = frozenset("YmdHMSyIpbBaAe%")
-_EPOCH_UNITS = ((10**11, 10**9, "seconds"), (10**14, 10**6, "milliseconds"), (10**17, 10**3, "microseconds"))
 
 
 def check_timezone(timezone: str) -> str:
@@ -80,102 +84,173 @@ def parse_timestamps(
     timestamp_format: str | None = None,
 ) -> tuple[np.ndarray, str]:
     """Parse one column into UTC int64 nanoseconds; also return a note on how it was read."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
     check_timezone(timezone)
-    kind = values.type
-    nulls = np.flatnonzero(np.asarray(values.is_null()))
-    if nulls.size:
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values])
+    if pa.types.is_dictionary(values.type):  # a Parquet column written from a pandas category
+        values = pa.chunked_array([chunk.dictionary_decode() for chunk in values.chunks], values.type.value_type)
+    if values.null_count:
+        nulls = np.flatnonzero(np.asarray(values.is_null()))
         raise DataError(f"{source}: {label(int(nulls[0]))}, column {column!r}: timestamp is empty. Fill in or remove that row")
+    kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        # Text stays in the file's chunks: it is parsed a slice at a time, and one combined copy of a large
+        # file's time column was as large as all its bars.
+        return _parse_text(values, source, column, label, timezone, timestamp_format)
+    values = values.combine_chunks()
     if pa.types.is_timestamp(kind):
-        ns = values.cast(pa.timestamp("ns", kind.tz))
+        ns = _to_ns(values, pa.timestamp("ns", kind.tz), source, column, label)
         if kind.tz is None:
             return _localize(ns, timezone, source, column, label), f"{column}: naive timestamps read as {timezone}"
         return np.asarray(ns.cast(pa.int64())), f"{column}: timestamps carry timezone {kind.tz}"
     if pa.types.is_date(kind):
-        ns = values.cast(pa.timestamp("ns"))
+        ns = _to_ns(values, pa.timestamp("ns"), source, column, label)
         return _localize(ns, timezone, source, column, label), f"{column}: dates read as midnight {timezone}"
     if pa.types.is_integer(kind):
-        return _epoch(np.asarray(values, dtype=np.int64)), f"{column}: integer Unix epoch times"
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raw = integers_to_int64(values, source=source, column=column, label=label)
+        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: integer Unix epoch times"
+    raise DataError(
+        f"{source}: column {column!r} has type {kind}, which is not a timestamp; "
+        "give text, integer epoch or timestamp values, or map another column as the time column"
+    )
+
+
+def _to_ns(values: pa.Array, target: pa.DataType, source: str, column: str, label: RowLabel) -> pa.Array:
+    """Timestamps or dates as nanosecond timestamps; a value outside 1677-2262 is an error naming its row."""
+    try:
+        return values.cast(target)
+    except pa.ArrowInvalid:
+        # Arrow refuses the cast without saying which row: find the first value whose nanoseconds overflow int64.
+        seconds = np.asarray(values.cast(pa.timestamp("s", getattr(values.type, "tz", None))).cast(pa.int64()))
+        bad = np.flatnonzero(np.abs(seconds) > np.iinfo(np.int64).max // 10**9)
+        index = int(bad[0]) if bad.size else 0
         raise DataError(
-            f"{source}: column {column!r} has type {kind}, which is not a timestamp; "
-            "give text, integer epoch or timestamp values, or map another column as the time column"
-        )
-    return _parse_text(values.cast(pa.string()), source, column, label, timezone, timestamp_format)
+            f"{source}: {label(index)}, column {column!r}: timestamp {values[index].as_py()} is outside the range "
+            "foxhunt's nanosecond timestamps hold (1677-09-21 to 2262-04-11). Correct that row and load again"
+        ) from None
 
 
-def _epoch(raw: np.ndarray) -> np.ndarray:
-    magnitude = int(np.median(np.abs(raw))) if raw.size else 0
-    for limit, factor, _unit in _EPOCH_UNITS:
-        if magnitude < limit:
-            return raw * factor
-    return raw
+def _shifted(label: RowLabel, start: int) -> RowLabel:
+    return lambda index: label(start + index)
+
+
+def _pieces(text: pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
+    """Slices of at most :data:`CHUNK_ROWS` rows as plain string arrays, with their first row's index.
+
+    Made one at a time: only the slice being parsed is ever copied out of the file's chunks.
+    """
+    for start in range(0, max(len(text), 1), CHUNK_ROWS):
+        yield start, text.slice(start, CHUNK_ROWS).combine_chunks().cast(pa.string())
 
 
 def _parse_text(
-    text: pa.Array, source: str, column: str, label: RowLabel, timezone: str, timestamp_format: str | None
+    text: pa.ChunkedArray, source: str, column: str, label: RowLabel, timezone: str, timestamp_format: str | None
 ) -> tuple[np.ndarray, str]:
-    text = pc.utf8_trim_whitespace(text)
-    if timestamp_format is None and pc.all(pc.match_substring_regex(text, r"^-?\d{9,19}$")).as_py():
-        # Digits only and too long for %Y%m%d: Unix epoch times written as text (CSV).
-        return _epoch(np.asarray(text.cast(pa.int64()))), f"{column}: integer Unix epoch times"
-    has_time = np.asarray(pc.match_substring(text, ":"))
-    if has_time.any():
-        parts = pc.extract_regex(text, _SPLIT)
+    """Text timestamps, parsed a slice at a time so that a large file's temporaries stay small.
+
+    What holds for the whole column is decided first (epoch digits, whether times are written, the format);
+    each slice is then parsed into its part of the result, and its errors name rows of the whole file.
+    """
+    if timestamp_format is None and all(
+        pc.all(pc.match_substring_regex(pc.utf8_trim_whitespace(piece), EPOCH_TEXT)).as_py() for _, piece in _pieces(text)
+    ):
+        raw = np.empty(len(text), dtype=np.int64)
+        for start, piece in _pieces(text):
+            raw[start : start + len(piece)] = epoch_text_to_int64(
+                pc.utf8_trim_whitespace(piece), source=source, column=column, label=_shifted(label, start)
+            )
+        # One unit for the whole column, from its median: decided over every row, not per slice.
+        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: integer Unix epoch times"
+    has_time = any(pc.any(pc.match_substring(piece, ":")).as_py() for _, piece in _pieces(text))
+
+    def split(start: int, piece: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None]:
+        trimmed = pc.utf8_trim_whitespace(piece)
+        if not has_time:
+            return trimmed, trimmed, None, None
+        parts = pc.extract_regex(trimmed, _SPLIT)
         unmatched = np.flatnonzero(np.asarray(parts.is_null()))
         if unmatched.size:
-            _bad_text(source, label, column, text, int(unmatched[0]), timestamp_format)
-        base, frac, offset = (parts.field(name) for name in ("base", "frac", "off"))
-    else:
-        base, frac, offset = text, None, None
-    fmt = timestamp_format or _detect_format(base, source, column, label)
-    parsed = pc.strptime(base, format=fmt, unit="ns", error_is_null=True)
-    failed = np.flatnonzero(np.asarray(parsed.is_null()))
-    if failed.size:
-        _bad_text(source, label, column, text, int(failed[0]), fmt)
-    _refuse_rolled_over(base, parsed, fmt, source, column, label, text)
-    ns = np.asarray(parsed.cast(pa.int64()))
-    if frac is not None:
-        ns = ns + _fraction_ns(frac)
-    if offset is not None:
-        has_offset = np.asarray(pc.invert(pc.equal(offset, "")).fill_null(False))
-        if has_offset.any():
-            if not has_offset.all():
-                i = int(np.flatnonzero(~has_offset)[0])
-                raise DataError(
-                    f"{source}: {label(i)}, column {column!r}: timestamp {text[i].as_py()!r} has no UTC offset "
-                    "while other rows do. Give every row an offset (or none) and load again"
-                )
-            ns = ns - _offset_ns(offset)
-            return ns, f"{column}: parsed with {fmt!r} and per-row UTC offsets (timezone setting not needed)"
+            _bad_text(source, _shifted(label, start), column, trimmed, int(unmatched[0]), timestamp_format)
+        return trimmed, parts.field("base"), parts.field("frac"), parts.field("off")
+
+    fmt = timestamp_format or _detect_format(text, split, source, column, label)
+    ns = np.empty(len(text), dtype=np.int64)
+    with_offset = False
+    first_without: int | None = None
+    for start, piece in _pieces(text):
+        trimmed, base, frac, offset = split(start, piece)
+        rows = _shifted(label, start)
+        parsed = pc.strptime(base, format=fmt, unit="ns", error_is_null=True)
+        failed = np.flatnonzero(np.asarray(parsed.is_null()))
+        if failed.size:
+            _bad_text(source, rows, column, trimmed, int(failed[0]), fmt)
+        _refuse_rolled_over(base, parsed, fmt, source, column, rows, trimmed)
+        part = np.asarray(parsed.cast(pa.int64()))
+        if frac is not None:
+            part = part + _fraction_ns(frac)
+        if offset is not None:
+            has_offset = np.asarray(pc.invert(pc.equal(offset, "")).fill_null(False))
+            if has_offset.any():
+                with_offset = True
+                part = part - _offset_ns(offset, source, column, rows, trimmed)
+            if not has_offset.all() and first_without is None:
+                first_without = start + int(np.flatnonzero(~has_offset)[0])
+        ns[start : start + len(piece)] = part
+        pa.default_memory_pool().release_unused()
+    if with_offset:
+        if first_without is not None:
+            raise DataError(
+                f"{source}: {label(first_without)}, column {column!r}: timestamp {text[first_without].as_py().strip()!r} "
+                "has no UTC offset while other rows do. Give every row an offset (or none) and load again"
+            )
+        return ns, f"{column}: parsed with {fmt!r} and per-row UTC offsets (timezone setting not needed)"
     if timezone == "UTC":
         return ns, f"{column}: parsed with {fmt!r} as UTC"
-    return _localize(pa.array(ns, pa.timestamp("ns")), timezone, source, column, label), f"{column}: parsed with {fmt!r} as {timezone} wall time"
+    note = f"{column}: parsed with {fmt!r} as {timezone} wall time"
+    return _localize(pa.array(ns, pa.timestamp("ns")), timezone, source, column, label), note
 
 
-def _detect_format(base: pa.Array, source: str, column: str, label: RowLabel) -> str:
-    """The candidate that parses every row; if none does, the one parsing most rows (its first failure is the error)."""
-    sample = base.slice(0, 200)
-    survivors = [fmt for fmt in CANDIDATE_FORMATS if pc.strptime(sample, format=fmt, unit="ns", error_is_null=True).null_count < len(sample)]
-    complete: dict[str, np.ndarray] = {}
-    best, best_parsed = None, 0
-    for fmt in survivors:
-        parsed = pc.strptime(base, format=fmt, unit="ns", error_is_null=True)
-        if parsed.null_count == 0:
-            complete[fmt] = np.asarray(parsed.cast(pa.int64()))
-        elif len(parsed) - parsed.null_count > best_parsed:
-            best, best_parsed = fmt, len(parsed) - parsed.null_count
-    if not complete:
-        if best is None:
-            first = base[0].as_py() if len(base) else ""
-            raise DataError(
-                f"{source}: {label(0)}, column {column!r}: cannot recognise the timestamp format of {first!r}. "
-                "Pass timestamp_format= (strptime syntax, e.g. '%d.%m.%Y %H:%M:%S')"
-            )
-        return best  # the caller reports the first row this format cannot parse
-    formats = list(complete)
-    distinct = [fmt for fmt in formats if not np.array_equal(complete[fmt], complete[formats[0]])]
+def _detect_format(text: pa.ChunkedArray, split, source: str, column: str, label: RowLabel) -> str:
+    """The candidate that parses every row; if none does, the one parsing most rows (its first failure is the error).
+
+    Candidates are first narrowed on the column's first 200 rows (a format that parses none of them cannot parse
+    every row). Two formats that both parse every row must agree on every row, or the column is ambiguous.
+    """
+    first = split(*next(_pieces(text)))[1]
+    sample = first.slice(0, 200)
+    survivors = [
+        fmt for fmt in CANDIDATE_FORMATS
+        if pc.strptime(sample, format=fmt, unit="ns", error_is_null=True).null_count < len(sample)
+    ]
+    if not survivors:
+        shown = first[0].as_py() if len(first) else ""
+        raise DataError(
+            f"{source}: {label(0)}, column {column!r}: cannot recognise the timestamp format of {shown!r}. "
+            "Pass timestamp_format= (strptime syntax, e.g. '%d.%m.%Y %H:%M:%S')"
+        )
+    if len(survivors) == 1:
+        return survivors[0]  # complete or not, it is the choice; parsing reports its first failure
+    parsed_rows = dict.fromkeys(survivors, 0)
+    complete = set(survivors)
+    differs: set[tuple[str, str]] = set()
+    for start, piece in _pieces(text):
+        base = split(start, piece)[1]
+        results = {}
+        for fmt in survivors:
+            parsed = pc.strptime(base, format=fmt, unit="ns", error_is_null=True)
+            parsed_rows[fmt] += len(parsed) - parsed.null_count
+            if parsed.null_count:
+                complete.discard(fmt)
+            elif fmt in complete:
+                results[fmt] = np.asarray(parsed.cast(pa.int64()))
+        for a in results:
+            for b in results:
+                if a < b and not np.array_equal(results[a], results[b]):
+                    differs.add((a, b))
+    formats = [fmt for fmt in survivors if fmt in complete]
+    if not formats:
+        return max(survivors, key=lambda fmt: parsed_rows[fmt])  # the first of the most parsed rows
+    distinct = [fmt for fmt in formats[1:] if tuple(sorted((formats[0], fmt))) in differs]
     if distinct:
         raise DataError(
             f"{source}: column {column!r}: timestamps are ambiguous, both {formats[0]!r} and {distinct[0]!r} parse "
@@ -240,12 +315,24 @@ def _fraction_ns(frac: pa.Array) -> np.ndarray:
     return np.asarray(pc.utf8_rpad(digits, 9, "0").cast(pa.int64()))
 
 
-def _offset_ns(offset: pa.Array) -> np.ndarray:
-    text = pc.replace_substring(pc.replace_substring(offset, ":", ""), "UTC", "+0000")
-    text = pc.replace_substring(text, "Z", "+0000")
-    sign = np.where(np.asarray(pc.starts_with(text, "-")), -1, 1)
-    hours = np.asarray(pc.utf8_slice_codeunits(text, 1, 3).cast(pa.int64()))
-    minutes = np.asarray(pc.utf8_slice_codeunits(text, 3, 5).cast(pa.int64()))
+def _offset_ns(offset: pa.Array, source: str, column: str, label: RowLabel, text: pa.Array) -> np.ndarray:
+    """UTC offsets in nanoseconds (an empty offset is 0); hours past 23 or minutes past 59 are an error naming the row.
+
+    The pattern admits any two digits, and "+99:99" would shift a bar by four days without a word.
+    """
+    text_offset = pc.replace_substring(pc.replace_substring(offset.fill_null(""), ":", ""), "UTC", "+0000")
+    text_offset = pc.replace_substring(text_offset, "Z", "+0000")
+    text_offset = pc.if_else(pc.equal(text_offset, ""), "+0000", text_offset)
+    sign = np.where(np.asarray(pc.starts_with(text_offset, "-")), -1, 1)
+    hours = np.asarray(pc.utf8_slice_codeunits(text_offset, 1, 3).cast(pa.int64()))
+    minutes = np.asarray(pc.utf8_slice_codeunits(text_offset, 3, 5).cast(pa.int64()))
+    bad = np.flatnonzero((hours > 23) | (minutes > 59))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(
+            f"{source}: {label(i)}, column {column!r}: timestamp {text[i].as_py()!r} has the UTC offset "
+            f"{offset[i].as_py()!r}, which is not an offset (hours 00-23, minutes 00-59). Correct that row and load again"
+        )
     return sign * (hours * 3600 + minutes * 60) * 10**9
 
 

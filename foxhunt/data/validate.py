@@ -24,9 +24,12 @@ __all__ = [
     "check_order",
     "GapScan",
     "find_gaps",
+    "median_step",
     "bar_frequency",
     "bars_per_year",
     "WEEKEND_CLOSURE",
+    "FLOAT32_MAX",
+    "FLOAT32_TINY",
 ]
 
 # Turns an index into the parsed arrays into the file's own row wording.
@@ -39,6 +42,9 @@ HOUR_NS = 3_600 * 10**9
 # dates when US daylight saving starts and ends, so up to 50 hours may be missing.
 WEEKEND_CLOSURE = np.timedelta64(50 * HOUR_NS, "ns")
 _EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday (Monday = 0)
+GAP_CHUNK = 1 << 20  # steps the gap rule scans at a time
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 
 
 def csv_row_label(header_lines: int = 1) -> RowLabel:
@@ -63,7 +69,7 @@ def validate_bars(
     time_column: str,
     label: RowLabel,
 ) -> None:
-    """Reject NaN, non-positive prices, inverted bars, negative volume, and bad ordering.
+    """Reject NaN, non-positive prices, values float32 cannot hold, inverted bars, negative volume, and bad ordering.
 
     ``columns`` gives the file's column name for each OHLCV position, for messages.
     ``timestamps`` are int64 nanoseconds or datetime64[ns], in file order.
@@ -78,6 +84,16 @@ def validate_bars(
         if bad.size:
             value = float(ohlcv[bad[0], field])
             raise _fail(source, label(int(bad[0])), columns[field], f"price {value!r} is zero or negative; prices must be > 0", fix)
+        # Training computes in float32 (docs/reliability.md): a price beyond its range would be infinite there,
+        # and one below its smallest normal number would be zero or lose its precision.
+        bad = np.flatnonzero((ohlcv[:, field] > FLOAT32_MAX) | (ohlcv[:, field] < FLOAT32_TINY))
+        if bad.size:
+            value = float(ohlcv[bad[0], field])
+            problem = (
+                f"price {value!r} is outside [{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}], the range of float32 "
+                "the environment computes in"
+            )
+            raise _fail(source, label(int(bad[0])), columns[field], problem, fix)
     high, low = ohlcv[:, OHLCV.HIGH], ohlcv[:, OHLCV.LOW]
     bad = np.flatnonzero(high < low)
     if bad.size:
@@ -96,24 +112,51 @@ def validate_bars(
     bad = np.flatnonzero(ohlcv[:, OHLCV.VOLUME] < 0)
     if bad.size:
         raise _fail(source, label(int(bad[0])), columns[OHLCV.VOLUME], "volume is negative", fix)
+    bad = np.flatnonzero(ohlcv[:, OHLCV.VOLUME] > FLOAT32_MAX)
+    if bad.size:
+        value = float(ohlcv[bad[0], OHLCV.VOLUME])
+        raise _fail(source, label(int(bad[0])), columns[OHLCV.VOLUME], f"volume {value!r} is beyond float32's {FLOAT32_MAX:.3g}", fix)
     check_order(source, timestamps, time_column, label)
 
 
 def check_order(source: str, timestamps: np.ndarray, time_column: str, label: RowLabel) -> None:
-    """Duplicate and out-of-order timestamps are errors: foxhunt never reorders rows for you."""
-    step = np.diff(np.asarray(timestamps).view(np.int64))
-    bad = np.flatnonzero(step <= 0)
+    """Duplicate and out-of-order timestamps are errors: foxhunt never reorders rows for you.
+
+    Rows are compared, not subtracted: the difference of two int64 nanosecond times more than 292 years apart
+    wraps around, and a wrapped difference once let a decreasing pair through as increasing. Such a step is
+    refused too (no later computation could subtract the pair), as is numpy's NaT.
+    """
+    ns = np.asarray(timestamps).view(np.int64)
+    when = ns.view("datetime64[ns]")
+    nat = np.flatnonzero(ns == np.iinfo(np.int64).min)
+    if nat.size:
+        raise _fail(source, label(int(nat[0])), time_column, "timestamp is missing (NaT)", "Fill in or remove that row")
+    bad = np.flatnonzero(ns[1:] <= ns[:-1])
+    far = _wrapped_steps(ns)
+    if far.size and (not bad.size or far[0] < bad[0]):
+        i = int(far[0]) + 1
+        problem = f"timestamp {when[i]} is more than 292 years after the previous row's {when[i - 1]}"
+        raise _fail(source, label(i), time_column, problem, "Correct that row and load again")
     if not bad.size:
         return
     i = int(bad[0]) + 1
-    when = np.asarray(timestamps).view("datetime64[ns]")
-    if step[bad[0]] == 0:
+    if ns[i] == ns[i - 1]:
         problem = f"timestamp {when[i]} duplicates the previous row's"
         action = "Remove the duplicate row (or, if the rows are identical, load with duplicates='drop_identical')"
     else:
         problem = f"timestamp {when[i]} is earlier than the previous row's {when[i - 1]}; rows must be in time order"
         action = "Sort the file by time (foxhunt does not reorder rows) and load again"
     raise _fail(source, label(i), time_column, problem, action)
+
+
+def _wrapped_steps(ns: np.ndarray) -> np.ndarray:
+    """Indices i where ns[i + 1] > ns[i] but their int64 difference wraps (more than 292 years), a chunk at a time."""
+    found = []
+    for a in range(0, ns.size - 1, GAP_CHUNK):
+        following = ns[a + 1 : a + 1 + GAP_CHUNK]
+        previous = ns[a : a + following.size]
+        found.append(a + np.flatnonzero((following > previous) & (following - previous < 0)))
+    return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
 
 
 @attrs.frozen
@@ -132,6 +175,14 @@ def _spans_saturday_noon(previous: np.ndarray, following: np.ndarray) -> np.ndar
     return saturday < following
 
 
+def median_step(ns: np.ndarray) -> int:
+    """The lower median of the steps between consecutive times: an actual step, never an average of two."""
+    step = np.diff(ns)
+    middle = (step.size - 1) // 2
+    step.partition(middle)  # in place: the steps are this function's own, and a sorted copy would double them
+    return int(step[middle])
+
+
 def find_gaps(timestamps: np.ndarray) -> GapScan:
     """Missing bars relative to the median spacing, with weekends and holidays excused.
 
@@ -141,41 +192,49 @@ def find_gaps(timestamps: np.ndarray) -> GapScan:
     - daily (1 day <= ``d`` < 7 days) on weekday-only data: missing weekdays are
       counted; one missing weekday is an exchange holiday, two or more are a gap;
     - anything else (weekly bars, or daily data with weekend bars): ``k - 1``.
+
+    Steps are scanned :data:`GAP_CHUNK` at a time, so the rule's temporaries do not grow with the file.
     """
     ns = np.asarray(timestamps).view(np.int64)
     if ns.size < 3:
         return GapScan((), 0)
-    step = np.diff(ns)
-    spacing = int(np.quantile(step, 0.5, method="lower"))  # an actual step, never an average of two
-    previous, following = ns[:-1], ns[1:]
-    closures = np.zeros(step.shape, dtype=bool)
-    weekday = ((ns // DAY_NS) + _EPOCH_WEEKDAY) % 7
-    weekend_bars = np.count_nonzero(weekday >= 5)
+    spacing = median_step(ns)
+    weekend_bars = sum(
+        int(np.count_nonzero((ns[a : a + GAP_CHUNK] // DAY_NS + _EPOCH_WEEKDAY) % 7 >= 5)) for a in range(0, ns.size, GAP_CHUNK)
+    )
+    weekday_daily = DAY_NS <= spacing < 7 * DAY_NS and weekend_bars <= ns.size // 10
+    gaps: list[Gap] = []
+    closures = 0
+    for a in range(0, ns.size - 1, GAP_CHUNK):
+        following = ns[a + 1 : a + 1 + GAP_CHUNK]
+        previous = ns[a : a + following.size]
+        missing, closed = _missing_bars(previous, following, spacing, weekday_daily)
+        gaps.extend(
+            Gap(
+                after=a + int(i),
+                previous=previous[i].astype("datetime64[ns]"),
+                next=following[i].astype("datetime64[ns]"),
+                missing_bars=int(missing[i]),
+            )
+            for i in np.flatnonzero(missing > 0)
+        )
+        closures += int(np.count_nonzero(closed & (missing == 0)))
+    return GapScan(tuple(gaps), closures)
+
+
+def _missing_bars(previous: np.ndarray, following: np.ndarray, spacing: int, weekday_daily: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Missing bars of each step, and which steps are an expected closure (the rule of :func:`find_gaps`)."""
     if spacing < DAY_NS:
-        missing = np.rint(step / spacing).astype(np.int64) - 1
+        missing = np.rint((following - previous) / spacing).astype(np.int64) - 1
         crosses = _spans_saturday_noon(previous, following)
         allowance = int(WEEKEND_CLOSURE.view(np.int64)) // spacing
-        closures = crosses & (missing > 0)
-        missing = np.where(crosses, np.maximum(missing - allowance, 0), missing)
-    elif spacing < 7 * DAY_NS and weekend_bars <= ns.size // 10:
+        return np.where(crosses, np.maximum(missing - allowance, 0), missing), crosses & (missing > 0)
+    if weekday_daily:
         days_prev = (previous // DAY_NS).astype("datetime64[D]")
         days_next = (following // DAY_NS).astype("datetime64[D]")
         weekdays_between = np.busday_count(days_prev + 1, days_next)
-        closures = weekdays_between == 1
-        missing = np.where(weekdays_between >= 2, weekdays_between, 0)
-    else:
-        missing = np.rint(step / spacing).astype(np.int64) - 1
-    where = np.flatnonzero(missing > 0)
-    gaps = tuple(
-        Gap(
-            after=int(i),
-            previous=previous[i].astype("datetime64[ns]"),
-            next=following[i].astype("datetime64[ns]"),
-            missing_bars=int(missing[i]),
-        )
-        for i in where
-    )
-    return GapScan(gaps, int(np.count_nonzero(closures & (missing == 0))))
+        return np.where(weekdays_between >= 2, weekdays_between, 0), weekdays_between == 1
+    return np.rint((following - previous) / spacing).astype(np.int64) - 1, np.zeros(previous.shape, dtype=bool)
 
 
 _FREQUENCIES = (("d", DAY_NS), ("h", HOUR_NS), ("m", 60 * 10**9), ("s", 10**9))
@@ -186,7 +245,7 @@ def bar_frequency(timestamps: np.ndarray) -> str:
     ns = np.asarray(timestamps).view(np.int64)
     if ns.size < 2:
         return "unknown"
-    spacing = int(np.quantile(np.diff(ns), 0.5, method="lower"))
+    spacing = median_step(ns)
     for suffix, unit in _FREQUENCIES:
         if spacing >= unit and spacing % unit == 0:
             return f"{spacing // unit}{suffix}"

@@ -260,3 +260,89 @@ def test_repeated_column_name_and_case_clash_of_the_date_column(tmp_path):
 def test_unread_columns_may_differ_only_in_case(tmp_path):
     path = write(tmp_path, [r + ",a,b" for r in GOOD], header="Time,Open,High,Low,Close,Volume,note,Note\n")
     assert len(load_csv(path)) == len(GOOD)
+
+
+# Found by the fuzzing suite (tests/fuzz): each loaded nonsense silently or ended in a traceback.
+FUZZ_FOUND = [  # (case, first time, second time, fragment naming the second row)
+    ("epoch digits beyond int64", "1483315200000000000", "9999999999999999999",
+     "epoch time 9999999999999999999 (any unit) is outside the range"),
+    ("epoch seconds past 2262", "9000000000", "9300000000", "epoch time 9300000000 (seconds) is outside the range"),
+    ("UTC offset +99:99", "2017-01-02 00:00:00+00:00", "2017-01-02 01:00:00+99:99",
+     "timestamp '2017-01-02 01:00:00+99:99' has the UTC offset '+99:99', which is not an offset"),
+]
+
+
+@pytest.mark.parametrize(("case", "first", "second", "fragment"), FUZZ_FOUND, ids=[c[0] for c in FUZZ_FOUND])
+def test_timestamps_that_used_to_wrap_or_shift_are_refused_naming_the_row(tmp_path, case, first, second, fragment):
+    """The first two ended in a traceback or wrapped round to another century; the offset shifted the bar by days."""
+    path = write(tmp_path, [f"{first},1,2,0.5,1.5,1", f"{second},1,2,0.5,1.5,1"])
+    with pytest.raises(DataError, match=re.escape(f"{path}: row 2 (line 3), column 'Time': {fragment}")):
+        load_csv(path)
+
+
+def test_epoch_rows_in_another_unit_than_the_column_are_refused(tmp_path):
+    """1e9 in a nanosecond column loaded as 1970-01-01T00:00:01, a gap of half a century before the rest."""
+    rows = ["1000000000,1,2,0.5,1.5,1", "1000000000000000000,1,2,0.5,1.5,1", "1000000000000000001,1,2,0.5,1.5,1"]
+    with pytest.raises(DataError, match=r"row 1 \(line 2\), column 'Time': epoch time 1000000000 is not in nanoseconds"):
+        load_csv(write(tmp_path, rows))
+
+
+@pytest.mark.parametrize(("row", "column", "fragment"), [
+    ("2017-01-02 01:00:00,1e308,1e308,1e308,1e308,1", "Open", "price 1e+308 is outside [1.18e-38, 3.4e+38]"),
+    ("2017-01-02 01:00:00,1e-320,1e-320,1e-320,1e-320,1", "Open", "price 1e-320 is outside"),
+    ("2017-01-02 01:00:00,1.11,1.13,1.10,1.12,1e39", "Volume", "volume 1e+39 is beyond float32's 3.4e+38"),
+])  # fmt: skip
+def test_values_float32_cannot_hold_are_refused(tmp_path, row, column, fragment):
+    """Training computes in float32: 1e308 became inf there, 1e-320 zero."""
+    with pytest.raises(DataError, match=re.escape(f"row 2 (line 3), column {column!r}: {fragment}")):
+        load_csv(write(tmp_path, replace_row(1, row)))
+
+
+@pytest.mark.parametrize("cell", ["1_0", "\u0661", "1.1.1", " 1 2 "])
+def test_a_cell_python_reads_but_arrow_does_not_is_named(tmp_path, cell):
+    """Python's float() reads '1_0' and Arabic-Indic digits: the row search used it, found nothing, re-raised arrow's error."""
+    path = write(tmp_path, replace_row(2, f"2017-01-02 02:00:00,{cell},1.14,1.11,1.13,130"))
+    with pytest.raises(DataError, match=re.escape(f"row 3 (line 4), column 'Open': {cell.strip()!r} is not a number")):
+        load_csv(path)
+
+
+def test_a_header_field_longer_than_the_csv_modules_limit_is_one_error(tmp_path):
+    path = write(tmp_path, GOOD, header="Time,Open,High,Low,Close,Volume," + "x" * 200_000 + "\n")
+    with pytest.raises(DataError, match=r"line 1: cannot read the header \(field larger than field limit"):
+        load_csv(path)
+
+
+def test_one_column_may_play_several_roles(tmp_path):
+    rows = ["2017-01-02 00:00:00,1.10,5", "2017-01-02 01:00:00,1.11,6"]
+    path = write(tmp_path, rows, header="Time,Price,Size\n")
+    market = load_csv(path, columns={"open": "Price", "high": "Price", "low": "Price", "close": "Price", "volume": "Size"})
+    np.testing.assert_array_equal(market.ohlcv, [[1.10] * 4 + [5], [1.11] * 4 + [6]])
+
+
+def test_numbers_padded_with_spaces_load_through_the_text_reader(tmp_path):
+    rows = [" 2017-01-02 00:00:00 , 1.10 ,1.12, 1.09,1.11 , 100", "2017-01-02 01:00:00,1.11,1.13,1.10,1.12,120"]
+    market = load_csv(write(tmp_path, rows))
+    np.testing.assert_array_equal(market.ohlcv[0], [1.10, 1.12, 1.09, 1.11, 100])
+
+
+def test_a_damaged_gzip_is_one_error(tmp_path):
+    """Found by fuzzing: a damaged .csv.gz raised zlib.error (not an OSError) while the header was read."""
+    import gzip
+
+    data = bytearray(gzip.compress((HEADER + "\n".join(GOOD) + "\n").encode(), mtime=0))
+    data[12:20] = b"\xff" * 8
+    path = tmp_path / "bars.csv.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"bars\.csv\.gz: cannot read the file \("):
+        load_csv(path)
+
+
+@pytest.mark.parametrize(("encoding", "line", "byte"), [("latin-1", 4, "0xe9"), ("utf-16", 1, "0xff")])
+def test_text_that_is_not_utf8_names_its_line_and_byte(tmp_path, encoding, line, byte):
+    """Found by fuzzing: a row of another field count holding non-UTF-8 bytes made arrow's invalid-row callback
+    fail to decode it, and Python printed that traceback on stderr ("Exception ignored in ...")."""
+    rows = [*GOOD[:2], GOOD[2] + ",caf\u00e9", GOOD[3]]
+    path = tmp_path / "bars.csv"
+    path.write_bytes((HEADER + "\n".join(rows) + "\n").encode(encoding))
+    with pytest.raises(DataError, match=rf"bars\.csv: line {line}: byte {byte} is not UTF-8 text, and a CSV must be UTF-8"):
+        load_csv(path)

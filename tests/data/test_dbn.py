@@ -168,3 +168,73 @@ def test_unsupported_schema_and_missing_package(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "databento_dbn", None)
     with pytest.raises(DataError, match=r"pip install foxhunt\[dbn\]"):
         load_dbn(path)
+
+
+def bar_records(count: int = 3) -> list:
+    return [db.OHLCVMsg(db.RType.OHLCV_1M, 1, 42, T0 + i * MINUTE, *(px(v) for v in BARS[i % 3][:4]), BARS[i % 3][4]) for i in range(count)]
+
+
+def finished_zstd(raw: bytes) -> bytes:
+    """One complete zstd frame (Transcoder.flush leaves the frame open; Databento's downloads are complete)."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd").compress(raw, asbytes=True)
+
+
+def test_a_complete_zstd_frame_loads_like_the_uncompressed_file(tmp_path):
+    raw = metadata(db.Schema.OHLCV_1M) + b"".join(bytes(r) for r in bar_records())
+    (tmp_path / "bars.dbn.zst").write_bytes(finished_zstd(raw))
+    (tmp_path / "bars.dbn").write_bytes(raw)
+    np.testing.assert_array_equal(load_dbn(tmp_path / "bars.dbn.zst").ohlcv, load_dbn(tmp_path / "bars.dbn").ohlcv)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_record_shorter_than_its_type_is_refused_not_a_rust_panic(tmp_path, compress):
+    """databento-dbn's decoder panicked (a BaseException with a Rust message on stderr) on this."""
+    body = bytearray(b"".join(bytes(r) for r in bar_records()))
+    body[112] = 12  # the third bar says it is 48 bytes long, and the file ends there; an OHLCV record has 56
+    raw = metadata(db.Schema.OHLCV_1M) + bytes(body[:160])
+    path = tmp_path / ("short.dbn.zst" if compress else "short.dbn")
+    path.write_bytes(finished_zstd(raw) if compress else raw)
+    with pytest.raises(DataError, match=r"record 3: 48 bytes long, shorter than a OHLCVMsg \(56 bytes\); the file is damaged"):
+        load_dbn(path)
+
+
+def test_damaged_zstd_is_one_error(tmp_path):
+    """Random bytes inside a .dbn.zst used to be a RuntimeError from the decoder ('Data corruption detected')."""
+    data = bytearray(finished_zstd(metadata(db.Schema.OHLCV_1M) + b"".join(bytes(r) for r in bar_records(40))))
+    data[len(data) // 2 : len(data) // 2 + 8] = b"\xff" * 8
+    path = tmp_path / "damaged.dbn.zst"
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"damaged\.dbn\.zst: "):
+        load_dbn(path)
+
+
+def test_records_longer_than_their_type_are_read_by_their_fields(tmp_path):
+    """A record may carry more than its type (ts_out appends 8 bytes); reading them used to fail on the buffer size."""
+    body = b""
+    for record in bar_records():
+        raw = bytearray(bytes(record))
+        raw[0] = (len(raw) + 8) // 4
+        body += bytes(raw) + (7).to_bytes(8, "little")
+    path = tmp_path / "longer.dbn"
+    path.write_bytes(metadata(db.Schema.OHLCV_1M) + body)
+    np.testing.assert_allclose(load_dbn(path).ohlcv, np.array(BARS, dtype=float))
+
+
+def test_an_undefined_timestamp_names_the_record(tmp_path):
+    """2**64 - 1 (DBN's undefined time) cast to int64 became 1969-12-31T23:59:59.999999999."""
+    records = bar_records()
+    records[2] = db.OHLCVMsg(db.RType.OHLCV_1M, 1, 42, 2**64 - 1, *(px(v) for v in BARS[2][:4]), BARS[2][4])
+    path = write(tmp_path / "undefined.dbn", db.Schema.OHLCV_1M, records)
+    with pytest.raises(DataError, match=r"record 3, column 'ts_event': time 18446744073709551615 is undefined"):
+        load_dbn(path)
+
+
+def test_records_of_other_types_are_skipped_and_counted(tmp_path):
+    trade = db.TradeMsg(1, 42, T0, px(4700.0), 1, db.Action.TRADE, db.Side.BID, 0, T0)
+    records = bar_records()
+    path = write(tmp_path / "mixed.dbn", db.Schema.OHLCV_1M, [records[0], trade, *records[1:]])
+    market = load_dbn(path)
+    np.testing.assert_allclose(market.ohlcv, np.array(BARS, dtype=float))
+    assert "1 record(s) of other types (symbol mappings, system messages, ...) were not used" in market.report.notes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -71,4 +73,63 @@ def test_schema_columns_differing_only_in_case_are_an_error(tmp_path):
     path = tmp_path / "case.parquet"
     pq.write_table(table, path)
     with pytest.raises(DataError, match=r"case\.parquet: schema, .*columns 'close' and 'CLOSE' differ only in case"):
+        load_parquet(path)
+
+
+def _prices(n: int) -> dict[str, list[float]]:
+    return {"open": [1.0] * n, "high": [2.0] * n, "low": [0.5] * n, "close": [1.5] * n, "volume": [1.0] * n}
+
+
+@pytest.mark.parametrize(("values", "shown"), [
+    (pa.array(np.array(["2017-01-03", "3000-01-01"], "datetime64[us]")), "3000-01-01 00:00:00"),
+    (pa.array([datetime.date(2017, 1, 3), datetime.date(9999, 1, 1)], pa.date32()), "9999-01-01"),
+    (pa.array([1_483_315_200_000_000_000, 2**63 + 5], pa.uint64()), "epoch time 9223372036854775813"),
+])  # fmt: skip
+def test_times_beyond_nanosecond_timestamps_name_the_row(tmp_path, values, shown):
+    """Arrow's cast raised a traceback for the first two; a uint64 beyond int64 wrapped round to 1677."""
+    path = tmp_path / "far.parquet"
+    pq.write_table(pa.table({"time": values, **_prices(2)}), path)
+    with pytest.raises(DataError, match=r"row 2, column 'time': .*outside the range") as caught:
+        load_parquet(path)
+    assert shown in str(caught.value)
+
+
+def test_times_more_than_292_years_apart_are_refused_not_wrapped(tmp_path):
+    """The int64 difference of 2200 and 1700 wraps positive: the decreasing pair passed as increasing."""
+    for stamps, fragment in ([("2200-01-01", "1700-01-01"), "earlier than the previous row's"],
+                             [("1700-01-01", "2200-01-01"), "more than 292 years after"]):
+        path = tmp_path / "apart.parquet"
+        pq.write_table(pa.table({"time": np.array(stamps, "datetime64[ns]"), **_prices(2)}), path)
+        with pytest.raises(DataError, match=rf"row 2, column 'time': .*{fragment}"):
+            load_parquet(path)
+
+
+def test_dictionary_encoded_columns_load(tmp_path):
+    """pandas writes a category column as a dictionary; both the time and the prices may be one."""
+    times = pa.array(["2017-01-03", "2017-01-04", "2017-01-05"]).dictionary_encode()
+    table = pa.table({"time": times, **{k: pa.array(v).dictionary_encode() for k, v in _prices(3).items()}})
+    path = tmp_path / "dictionary.parquet"
+    pq.write_table(table, path)
+    market = load_parquet(path)
+    assert market.timestamps[2] == np.datetime64("2017-01-05", "ns") and market.close.tolist() == [1.5] * 3
+
+
+def test_a_column_name_that_is_not_utf8_is_one_error(tmp_path):
+    """Found by fuzzing: pyarrow decodes the schema's names itself and raised UnicodeDecodeError."""
+    path = tmp_path / "name.parquet"
+    pq.write_table(pa.table({"time": np.array(["2017-01-03", "2017-01-04"], "datetime64[ns]"), **_prices(2)}), path)
+    path.write_bytes(path.read_bytes().replace(b"volume", b"\x80olume"))
+    with pytest.raises(DataError, match=r"name\.parquet: cannot read as Parquet \('utf-8' codec can't decode"):
+        load_parquet(path)
+
+
+def test_text_that_is_not_utf8_names_the_row_and_column(tmp_path):
+    """Parquet text is not checked on read: arrow's cast said 'Failed to parse', and showing the cell raised."""
+    good = pa.array([b"1.0", b"1.0", b"1.0"], pa.binary())
+    bad = pa.array([b"1.0", b"1.\x80", b"1.0"], pa.binary())
+    as_text = {name: pa.Array.from_buffers(pa.string(), 3, column.buffers()) for name, column in
+               (("open", good), ("high", good), ("low", good), ("close", bad), ("volume", good))}  # fmt: skip
+    path = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"time": pa.array(["2017-01-03", "2017-01-04", "2017-01-05"]), **as_text}), path)
+    with pytest.raises(DataError, match=r"text\.parquet: row 2, column 'close': text that is not UTF-8"):
         load_parquet(path)
