@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "FoxhuntError",
+    "NumericalFault",
     "ConfigError",
     "PluginError",
     "PluginProblem",
@@ -106,3 +107,13 @@ class DataError(FoxhuntError):
 
 class BudgetError(FoxhuntError):
     """Loss-component gradient budgets are invalid (they must sum to exactly 1)."""
+
+
+class NumericalFault(FoxhuntError):
+    """A loss, gradient, ISV slot or reward became NaN or infinite; ``source`` names the first one."""
+
+    def __init__(self, message: str, source: str, fold: int, epoch: int) -> None:
+        super().__init__(message)
+        self.source = source
+        self.fold = fold
+        self.epoch = epoch

@@ -13,7 +13,7 @@ from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
 from foxhunt.cli.common import EXIT_STOPPED, config_options, metrics_port_option, resolve_config
 from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
-from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.errors import ConfigError, FoxhuntError, NumericalFault
 from foxhunt.trainer.interrupt import StopFlag
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.resume import resume_config
@@ -111,6 +111,9 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         try:
             trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
             summary = trainer.run(resume_from=resume_dir)
+        except NumericalFault:
+            build_report(run_dir.path)  # the report names the fault, as summary.json does
+            raise
         except FoxhuntError:
             if resume_dir is None:
                 run_dir.discard_if_unstarted()  # a run that failed before training leaves no folder behind

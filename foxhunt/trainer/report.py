@@ -313,6 +313,16 @@ def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list
     return parts
 
 
+def _fault_notice(summary: dict[str, Any]) -> list[str]:
+    """The numerical fault that stopped the run (summary.json's ``fault``), first on the page."""
+    fault = summary.get("fault")
+    if not isinstance(fault, dict):
+        return []
+    return [f"<p class='bankrupt'><strong>Stopped by a numerical fault</strong> in fold {_text(fault.get('fold'))}, "
+            f"epoch {_text(fault.get('epoch'))}: the first NaN or infinity came from {_text(fault.get('source'))}. "
+            "The figures below cover only the folds finished before it.</p>"]
+
+
 def build_report(run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` from the run's files, atomically; returns its path."""
     run_dir = Path(run_dir)
@@ -323,7 +333,8 @@ def build_report(run_dir: Path) -> Path:
             "on the window they are reported on, not out of sample. Train the run again to get a report"
         )
     metrics = read_metrics(run_dir)
-    sections = [*_window_section(run_dir, summary, "test"), *_window_section(run_dir, summary, "validation")]
+    sections = [*_fault_notice(summary), *_window_section(run_dir, summary, "test"),
+                *_window_section(run_dir, summary, "validation")]
     budgets = metrics[-1].get("budgets") if metrics else None
     if isinstance(budgets, dict) and budgets:
         cells = "".join(f"<tr><td>{_text(name)}</td><td>{_figure(share, '.3f')}</td></tr>"

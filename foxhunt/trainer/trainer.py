@@ -35,7 +35,7 @@ from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.vector import VectorEnv
-from foxhunt.errors import FoxhuntError
+from foxhunt.errors import FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
 from foxhunt.isv import ISV
@@ -48,6 +48,7 @@ from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
 from foxhunt.records import KernelPoint
 from foxhunt.trainer import evaluation, resume
+from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
@@ -199,6 +200,7 @@ class Trainer:
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
         # of exploration, the replay insert): eager, it is hundreds of small kernels per vector step.
         self.collect_pieces = _compiled_collect_pieces() if config.learner.compile else _EAGER_COLLECT_PIECES
+        self.fault_checks = StepFaultChecks(self.learner, self.isv, env_kernels[0].name, self.device)
         self.graphs = StepGraphs(
             self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
             update_generators=(self.learner.generator,),
@@ -289,6 +291,7 @@ class Trainer:
             self.isv.write(EPOCH, float(epoch))
             self.isv.write(PROGRESS, epoch / train.epochs)
             stats = self._collect_and_learn(epoch, progress)
+            self._stop_on_fault(fold.index, epoch, position)
             self._run_kernels(KernelPoint.EPOCH)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
@@ -320,6 +323,26 @@ class Trainer:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
         return True
+
+    def _stop_on_fault(self, fold: int, epoch: int, position: resume.Position) -> None:
+        """A non-finite value this epoch ends the run: the last good checkpoints stay, summary.json names it."""
+        source = self.fault_checks.first()
+        if source is None:
+            return
+        message = (
+            f"training produced a non-finite value (NaN or infinity) in fold {fold}, epoch {epoch}; the first came "
+            f"from {source}. The run is stopped: the checkpoints of the last good epoch are kept, and summary.json "
+            "names the fault. A lower learner.lr, tighter learner.budgets or a fix of that component usually cures it"
+        )
+        log.error("numerical fault", source=source, fold=fold, epoch=epoch)
+        summary = self._summary(position.results) if position.results else {
+            "data": self.config.data.source, "seed": self.config.run.seed,
+            "validation_metric": self.config.train.validation_metric, "folds": [], "overall": {},
+            "validation_overall": {},
+        }
+        summary["fault"] = {"source": source, "fold": fold, "epoch": epoch, "message": message}
+        self.run_dir.write_json("summary.json", summary)
+        raise NumericalFault(message, source, fold, epoch)
 
     def _save_resume(self, position: resume.Position) -> None:
         started = time.perf_counter()
@@ -375,6 +398,7 @@ class Trainer:
         """Act, explore, step every environment, store the transitions."""
         actions = self.collect_pieces.act(self, self.obs)
         obs, reward, done = self.env.step(actions)
+        self.fault_checks.after_env_step(reward)
         self.collect_pieces.store(self, actions, reward, obs, done)
         self.obs = obs  # the environment's own observation buffer: the same tensor every step
 
@@ -399,6 +423,7 @@ class Trainer:
         """One learner update and the adaptive ``STEP`` kernels that follow it."""
         self.learner.step(self.config.learner.batch_size)
         self._run_kernels(KernelPoint.STEP)
+        self.fault_checks.after_update()
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
