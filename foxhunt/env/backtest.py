@@ -53,10 +53,11 @@ import torch
 from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig
+from foxhunt.env.physics import CONTRACT_EPSILON
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 
-__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "constant_policy", "baselines", "equity_ratios"]
+__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "margin_call_steps", "constant_policy", "baselines", "equity_ratios"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +71,10 @@ class BacktestResult:
     """Metrics of one backtest plus its equity curve (``equity[0]`` is the initial cash).
 
     ``bankrupt_bar``: the market bar at whose close equity reached zero or below (the backtest traded no more
-    after it), or None when the account stayed solvent.
+    after it), or None when the account stayed solvent. ``margin_calls``: the steps that began with a position
+    larger than the account's margin allowed (equity × ``margin_fraction`` / the instrument's initial margin),
+    which the physics cuts to that size whatever the policy asked; ``first_margin_call_bar`` is the market bar
+    the first such cut filled on, or None.
     """
 
     net_pnl: float
@@ -84,11 +88,15 @@ class BacktestResult:
     exposure: float
     equity: np.ndarray = attrs.field(eq=False, repr=False)
     bankrupt_bar: int | None = None
+    margin_calls: int = 0
+    first_margin_call_bar: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Metrics by name (``METRIC_KEYS``), ``bankrupt_bar`` and the equity curve as a list under ``equity``."""
         values: dict[str, Any] = {key: getattr(self, key) for key in METRIC_KEYS}
         values["bankrupt_bar"] = self.bankrupt_bar
+        values["margin_calls"] = self.margin_calls
+        values["first_margin_call_bar"] = self.first_margin_call_bar
         values["equity"] = [float(v) for v in self.equity]
         return values
 
@@ -135,8 +143,24 @@ def equity_ratios(equity: np.ndarray, bars_per_year: float) -> tuple[float, floa
     return sharpe, sortino, float(np.max((peaks - equity) / peaks))
 
 
-def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year: float) -> BacktestResult:
-    """Metrics from the portfolio rows ``[bars, PS]`` recorded after each step."""
+def margin_call_steps(history: np.ndarray, initial_cash: float, initial_margin: float, margin_fraction: float) -> np.ndarray:
+    """Indices of the steps of ``history`` that began holding more contracts than the margin allowed.
+
+    Step ``t`` decides on the portfolio after step ``t - 1`` (the initial cash and no position before the first):
+    the physics caps every target at ``floor(equity × margin_fraction / initial_margin)`` contracts, so a
+    position above that is cut at the market in step ``t``. An instrument without initial margin has no calls.
+    """
+    if initial_margin <= 0.0 or not len(history):
+        return np.zeros(0, dtype=np.int64)
+    position = np.concatenate([[0.0], history[:-1, PS.POSITION]])
+    equity = np.concatenate([[initial_cash], history[:-1, PS.EQUITY]])
+    allowed = np.floor(np.maximum(equity, 0.0) * margin_fraction / initial_margin + CONTRACT_EPSILON)
+    return np.flatnonzero(np.abs(position) > allowed)
+
+
+def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year: float, *, initial_margin: float = 0.0,
+                        margin_fraction: float = 1.0) -> BacktestResult:
+    """Metrics from the portfolio rows ``[bars, PS]`` recorded after each step (margin: see :func:`margin_call_steps`)."""
     equity = np.concatenate([[initial_cash], history[:, PS.EQUITY]]).astype(np.float64)
     sharpe, sortino, max_drawdown = equity_ratios(equity, bars_per_year)
     bars = len(equity) - 1
@@ -145,6 +169,7 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
     last = history[-1] if len(history) else np.zeros(PS.size())
     trades = int(last[PS.TRADES])
     ruined = np.flatnonzero(history[:, PS.EQUITY] <= 0.0)
+    calls = margin_call_steps(history, initial_cash, initial_margin, margin_fraction)
     return BacktestResult(
         net_pnl=float(equity[-1] - equity[0]),
         sharpe=sharpe,
@@ -157,6 +182,8 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
         exposure=float(np.mean(history[:, PS.POSITION] != 0)) if len(history) else 0.0,
         equity=equity,
         bankrupt_bar=int(history[ruined[0], PS.BAR]) if ruined.size else None,
+        margin_calls=int(calls.size),
+        first_margin_call_bar=int(history[calls[0], PS.BAR]) if calls.size else None,
     )
 
 
@@ -193,7 +220,11 @@ def backtest(
             # row, exactly what stepping on would record, without asking the policy for more actions.
             history[bar + 1 :] = history[bar]
             break
-    result = result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year)
+    result = result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year,
+                                 initial_margin=instrument.initial_margin, margin_fraction=config.margin_fraction)
+    if result.margin_calls:
+        log.warning("backtest_margin_call", first_bar=result.first_margin_call_bar, calls=result.margin_calls,
+                    window=[start, end])
     if result.bankrupt_bar is not None:
         log.warning("backtest_bankrupt", bar=result.bankrupt_bar, equity=float(result.equity[-1]),
                     initial_cash=config.initial_cash, window=[start, end])

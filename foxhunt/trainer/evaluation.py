@@ -40,7 +40,8 @@ def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
 
 
 def metrics_of(result: BacktestResult) -> dict[str, float]:
-    """The metric values of a result (no equity curve), JSON-ready; ``bankrupt_bar`` only when it went bankrupt.
+    """The metric values of a result (no equity curve), JSON-ready; ``bankrupt_bar`` only when it went bankrupt,
+    ``margin_calls`` and ``first_margin_call_bar`` only when the margin cut a position.
 
     Every value stays a number (a resume checkpoint's reader holds the stored figures to that), so a solvent
     result has no ``bankrupt_bar`` key rather than a null one.
@@ -48,6 +49,9 @@ def metrics_of(result: BacktestResult) -> dict[str, float]:
     values = {key: _finite(getattr(result, key)) for key in METRIC_KEYS}
     if result.bankrupt_bar is not None:
         values["bankrupt_bar"] = result.bankrupt_bar
+    if result.margin_calls:
+        values["margin_calls"] = result.margin_calls
+        values["first_margin_call_bar"] = result.first_margin_call_bar
     return values
 
 

@@ -295,6 +295,21 @@ def _bankruptcies(summary: dict[str, Any], window: str) -> list[str]:
             f"after that bar and its figures include the ruin): {'; '.join(ruined)}</p>"]
 
 
+def _margin_calls(summary: dict[str, Any], window: str) -> list[str]:
+    """A notice naming every fold and policy whose position the margin cut on ``window``: how often, from which bar."""
+    called = [
+        f"fold {_text(fold.get('fold'))} {_text(policy.replace('_', ' '))}: {_text(metrics['margin_calls'])} "
+        f"from bar {_text(metrics.get('first_margin_call_bar'))}"
+        for fold in summary.get("folds", [])
+        for policy in POLICIES
+        if "margin_calls" in (metrics := fold.get(window, {}).get(policy, {}))
+    ]
+    if not called:
+        return []
+    return [f"<p class='bankrupt'><strong>Margin calls</strong> (a position larger than the account's margin "
+            f"allowed, cut at the market): {'; '.join(called)}</p>"]
+
+
 def _fold_number(value: Any) -> int | None:
     """The fold's index when it is one (it names the equity files); None for anything a tampered file holds."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -304,6 +319,7 @@ def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list
     """The heading, table and per-fold equity plots of one window."""
     _, heading, plot_title = WINDOW_SECTIONS[window]
     parts = [f"<h2 id='{_text(window)}'>{_text(heading)}</h2>", *_bankruptcies(summary, window),
+             *_margin_calls(summary, window),
              _summary_table(summary, window)]
     for fold in summary.get("folds", []):
         number = _fold_number(fold.get("fold"))

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from foxhunt.actions import Branch, Direction
 from foxhunt.data.instrument import preset
 from foxhunt.env import PS, BacktestResult, EnvConfig, backtest, backtest_with_baselines, constant_policy
-from foxhunt.env.backtest import METRIC_KEYS, result_from_history
+from foxhunt.env.backtest import METRIC_KEYS, margin_call_steps, result_from_history
 from foxhunt.trainer.evaluation import metrics_of
 
 WINDOW = (40, 180)
@@ -48,7 +48,7 @@ def test_flat_has_zero_pnl_and_the_agent_result_is_complete() -> None:
     assert np.all(flat.equity == EnvConfig().initial_cash) and flat.sharpe == 0 and flat.max_drawdown == 0
     values = report.to_dict()
     for name in ("agent", "buy_and_hold", "flat"):
-        assert set(values[name]) == set(METRIC_KEYS) | {"equity", "bankrupt_bar"}
+        assert set(values[name]) == set(METRIC_KEYS) | {"equity", "bankrupt_bar", "margin_calls", "first_margin_call_bar"}
         assert values[name]["bankrupt_bar"] is None
         assert len(values[name]["equity"]) == WINDOW[1] - WINDOW[0]
 
@@ -117,3 +117,38 @@ def test_a_solvent_account_has_no_bankrupt_bar() -> None:
     result = backtest(constant_policy(Direction.LONG), prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
     assert result.bankrupt_bar is None and "bankrupt_bar" not in metrics_of(result)
     assert np.all(result.equity > 0)
+
+
+def test_margin_call_steps_on_a_hand_made_history() -> None:
+    # 10,000 of margin a contract at a 0.5 margin fraction: equity e allows floor(e / 20,000) contracts.
+    history = np.zeros((6, PS.size()))
+    rows = [(5, 100_000.0), (5, 80_000.0), (4, 80_000.0), (4, -10.0), (0, -10.0), (0, -10.0)]
+    for step, (position, equity) in enumerate(rows):
+        history[step, PS.POSITION], history[step, PS.EQUITY], history[step, PS.BAR] = position, equity, 10 + step
+    # step t starts from row t - 1: 5 held on 80,000 (4 allowed) at step 2, 4 held on -10 (0 allowed) at step 4
+    np.testing.assert_array_equal(margin_call_steps(history, 100_000.0, 10_000.0, 0.5), [2, 4])
+    result = result_from_history(history, 100_000.0, 252.0, initial_margin=10_000.0, margin_fraction=0.5)
+    assert (result.margin_calls, result.first_margin_call_bar) == (2, 12)
+    assert margin_call_steps(history, 100_000.0, 0.0, 0.5).size == 0  # no initial margin: no calls
+
+
+def _trending_market(step: float, bars: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    close = 4000.0 * step ** np.arange(bars)
+    open_ = np.r_[close[0], close[:-1]]
+    prices = np.stack([open_, np.maximum(open_, close) + 1.0, np.minimum(open_, close) - 1.0, close], axis=1)
+    return prices, np.random.default_rng(0).normal(size=(bars, 3)).astype(np.float32)
+
+
+def test_a_long_position_in_a_falling_market_is_cut_by_the_margin_and_the_backtest_says_so() -> None:
+    es = preset("ES")  # 12,650 of initial margin a contract; 100,000 at 0.5 allows 3 contracts at the start
+    prices, features = _trending_market(0.99)
+    with capture_logs() as logs:
+        result = backtest(constant_policy(Direction.LONG), prices, features, es, EnvConfig(), window=(10, 110))
+    assert result.margin_calls >= 1 and 10 < result.first_margin_call_bar < 110
+    figures = metrics_of(result)
+    assert figures["margin_calls"] == result.margin_calls
+    assert figures["first_margin_call_bar"] == result.first_margin_call_bar
+    (event,) = [entry for entry in logs if entry["event"] == "backtest_margin_call"]
+    assert event["first_bar"] == result.first_margin_call_bar and event["log_level"] == "warning"
+    rising = backtest(constant_policy(Direction.LONG), *_trending_market(1.002), es, EnvConfig(), window=(10, 110))
+    assert rising.margin_calls == 0 and "margin_calls" not in metrics_of(rising)

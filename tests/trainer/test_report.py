@@ -55,6 +55,28 @@ def test_a_bankrupt_fold_is_named_with_its_bar_above_the_table(tmp_path: Path) -
     assert "Bankrupt" not in text[text.index("<h2 id='validation'>") :]
 
 
+def test_margin_calls_are_named_with_their_count_and_first_bar(tmp_path: Path) -> None:
+    called = {p: metrics() for p in POLICIES}
+    called["buy_and_hold"] = metrics(margin_calls=7, first_margin_call_bar=305)
+    folds = [{"fold": 1, "test": {p: metrics() for p in POLICIES}, "validation": called}]
+    text = build_report(write_run(tmp_path / "run", folds=folds)).read_text(encoding="utf-8")
+    validation_section = text[text.index("<h2 id='validation'>") :]
+    assert "<strong>Margin calls</strong>" in validation_section
+    assert "fold 1 buy and hold: 7 from bar 305" in validation_section
+    assert "Margin calls" not in text[text.index("<h2 id='test'>") : text.index("<h2 id='validation'>")]
+
+
+def test_a_numerical_fault_is_named_first_on_the_page(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", folds=[])
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    summary["fault"] = {"source": "loss component c51: <b>loss value</b>", "fold": 0, "epoch": 3, "message": "m"}
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    text = build_report(run).read_text(encoding="utf-8")
+    assert "Stopped by a numerical fault</strong> in fold 0, epoch 3" in text
+    assert "loss component c51: &lt;b&gt;loss value&lt;/b&gt;" in text
+    assert text.index("numerical fault") < text.index("<h2 id='test'>")
+
+
 SCRIPT = "<script>alert(1)</script>"
 
 
