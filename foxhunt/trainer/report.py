@@ -280,34 +280,33 @@ def _summary_table(summary: dict[str, Any], window: str) -> str:
     return f"<table class='{_text(window)}'><tr>{header}</tr>{''.join(rows)}</table>"
 
 
-def _bankruptcies(summary: dict[str, Any], window: str) -> list[str]:
-    """A notice naming every fold and policy whose account went bankrupt on ``window``, and the bar."""
-    ruined = [
-        f"fold {_text(fold.get('fold'))} {_text(policy.replace('_', ' '))}: bankrupt at bar "
-        f"{_text(metrics['bankrupt_bar'])}"
+def _account_notice(summary: dict[str, Any], window: str, key: str, describe: Any, lead: str) -> list[str]:
+    """One notice naming every fold and policy whose ``window`` figures hold ``key``, each described by ``describe``."""
+    found = [
+        f"fold {_text(fold.get('fold'))} {_text(policy.replace('_', ' '))}: {describe(metrics)}"
         for fold in summary.get("folds", [])
         for policy in POLICIES
-        if "bankrupt_bar" in (metrics := fold.get(window, {}).get(policy, {}))
+        if key in (metrics := fold.get(window, {}).get(policy, {}))
     ]
-    if not ruined:
-        return []
-    return [f"<p class='bankrupt'><strong>Bankrupt</strong> (equity at or below zero; the backtest traded no more "
-            f"after that bar and its figures include the ruin): {'; '.join(ruined)}</p>"]
+    return [f"<p class='bankrupt'>{lead}: {'; '.join(found)}</p>"] if found else []
+
+
+def _bankruptcies(summary: dict[str, Any], window: str) -> list[str]:
+    """Every fold and policy whose account went bankrupt on ``window``, and the bar."""
+    return _account_notice(
+        summary, window, "bankrupt_bar", lambda metrics: f"bankrupt at bar {_text(metrics['bankrupt_bar'])}",
+        "<strong>Bankrupt</strong> (equity at or below zero; the backtest traded no more after that bar and its "
+        "figures include the ruin)",
+    )
 
 
 def _margin_calls(summary: dict[str, Any], window: str) -> list[str]:
-    """A notice naming every fold and policy whose position the margin cut on ``window``: how often, from which bar."""
-    called = [
-        f"fold {_text(fold.get('fold'))} {_text(policy.replace('_', ' '))}: {_text(metrics['margin_calls'])} "
-        f"from bar {_text(metrics.get('first_margin_call_bar'))}"
-        for fold in summary.get("folds", [])
-        for policy in POLICIES
-        if "margin_calls" in (metrics := fold.get(window, {}).get(policy, {}))
-    ]
-    if not called:
-        return []
-    return [f"<p class='bankrupt'><strong>Margin calls</strong> (a position larger than the account's margin "
-            f"allowed, cut at the market): {'; '.join(called)}</p>"]
+    """Every fold and policy whose position the margin cut on ``window``: how often, from which bar."""
+    return _account_notice(
+        summary, window, "margin_calls",
+        lambda metrics: f"{_text(metrics['margin_calls'])} from bar {_text(metrics.get('first_margin_call_bar'))}",
+        "<strong>Margin calls</strong> (a position larger than the account's margin allowed, cut at the market)",
+    )
 
 
 def _fold_number(value: Any) -> int | None:
