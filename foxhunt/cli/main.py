@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -47,6 +48,21 @@ class FoxhuntGroup(click.Group):
                 raise
             click.secho(f"error: {error}", fg="red", err=True)
             sys.exit(EXIT_USER_ERROR)
+        except OSError as error:
+            # The machine refusing a write (a full or read-only disk, a quota, permissions) is not a bug to
+            # report with a traceback; any other OSError is.
+            if ctx.meta.get("foxhunt.debug") or error.errno not in _STORAGE_ERRORS:
+                raise
+            where = f" ({error.filename})" if error.filename else ""
+            click.secho(
+                f"error: the disk refused a file operation{where}: {error.strerror}. Free space or fix the "
+                "folder's permissions; a training run keeps the resume checkpoint of its last finished epoch "
+                "(continue it with foxhunt train --resume RUN_DIR)", fg="red", err=True,
+            )
+            sys.exit(EXIT_USER_ERROR)
+
+
+_STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO})
 
 
 @click.group(cls=FoxhuntGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
