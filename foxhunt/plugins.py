@@ -210,9 +210,16 @@ class PluginHost:
             close = difflib.get_close_matches(hook_name, HOOK_NAMES, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known hooks: {', '.join(HOOK_NAMES)}"
             self._problem(info, f"unknown hook {hook_name!r}: no such hookspec ({hint})")
-        if unknown:
+        unmarked = self._unmarked_hooks(module)
+        for hook_name in unmarked:
+            self._problem(info, f"{hook_name!r} is not marked as a hook implementation, so pluggy would skip it "
+                                "silently; decorate it with @foxhunt.hookimpl")
+        if unknown or unmarked:
             info.status = "failed"
-            info.error = f"unknown hook(s): {', '.join(unknown)}"
+            info.error = "; ".join(filter(None, [
+                f"unknown hook(s): {', '.join(unknown)}" if unknown else "",
+                f"hook(s) without @hookimpl: {', '.join(unmarked)}" if unmarked else "",
+            ]))
             return
         try:
             self.pm.register(module, name=info.name)
@@ -225,13 +232,21 @@ class PluginHost:
         info.hooks = sorted(impl.name for impl in self.pm.get_hookcallers(module) or ())
 
     def _unknown_hooks(self, module: Any) -> list[str]:
-        """``foxhunt_*`` functions that match no hookspec (what pluggy's check_pending catches)."""
+        """Functions that match no hookspec: any ``foxhunt_*`` one, and any marked ``@hookimpl`` whatever its name
+        (a typo in the prefix would otherwise reach pluggy's check as a traceback from every command)."""
         unknown = []
         for attr_name in dir(module):
-            if attr_name.startswith("foxhunt_") and attr_name not in HOOK_NAMES:
-                if callable(getattr(module, attr_name, None)):
-                    unknown.append(attr_name)
+            if attr_name in HOOK_NAMES:
+                continue
+            named_like_a_hook = attr_name.startswith("foxhunt_") and callable(getattr(module, attr_name, None))
+            if named_like_a_hook or self.pm.parse_hookimpl_opts(module, attr_name) is not None:
+                unknown.append(attr_name)
         return unknown
+
+    def _unmarked_hooks(self, module: Any) -> list[str]:
+        """Functions named exactly like a hook but not marked ``@hookimpl``: pluggy registers nothing for them."""
+        return [name for name in HOOK_NAMES
+                if callable(getattr(module, name, None)) and self.pm.parse_hookimpl_opts(module, name) is None]
 
     def _check_required(self) -> None:
         for name, spec in self.selection.require.items():

@@ -84,6 +84,29 @@ def test_misspelled_hook_is_reported_with_a_suggestion() -> None:
     )
 
 
+def test_a_hook_without_its_marker_is_refused_not_skipped() -> None:
+    # The right name without @hookimpl: pluggy registers nothing for it, and the plugin would show "loaded".
+    unmarked = types.ModuleType("unmarked_plugin")
+    unmarked.foxhunt_declare = lambda registrar: registrar.slot("unmarked.value")
+    host = host_with(("unmarked", unmarked))
+    assert host.plugins["unmarked"].status == "failed"
+    assert host.plugins["unmarked"].error == "hook(s) without @hookimpl: foxhunt_declare"
+    (problem,) = problems_of(host)
+    assert problem == (
+        "[unmarked from unmarked-dist 1.0] 'foxhunt_declare' is not marked as a hook implementation, so pluggy would "
+        "skip it silently; decorate it with @foxhunt.hookimpl"
+    )
+
+
+def test_a_marked_hook_whose_prefix_is_misspelled_is_an_unknown_hook() -> None:
+    host = host_with(("prefix", plugin("prefix_plugin", foxhnut_declare=lambda registrar: None)))
+    assert host.plugins["prefix"].status == "failed"
+    (problem,) = problems_of(host)
+    assert problem == (
+        "[prefix from prefix-dist 1.0] unknown hook 'foxhnut_declare': no such hookspec (did you mean 'foxhunt_declare'?)"
+    )
+
+
 def test_hook_name_far_from_any_spec_lists_the_known_hooks() -> None:
     host = host_with(("odd", plugin("odd_plugin", foxhunt_qqqqqqqqqqqqqqqqqqqqqq=lambda: None)))
     (problem,) = problems_of(host)
