@@ -138,6 +138,11 @@ class PluginHost:
             wanted = " or ".join(str(p) for p in phases)
             raise LifecycleError(f"cannot {action} while the plugin host is {self.phase}; it must be {wanted}")
 
+    def _named(self, plugin: str) -> str:
+        """A plugin by name with its distribution and version: the other side of a clash, for the user to find."""
+        info = self.plugins.get(plugin)
+        return repr(plugin) if info is None else f"{plugin!r} (from {info.distribution} {info.version})"
+
     def _problem(self, info: PluginInfo, message: str) -> None:
         self.problems.append(PluginProblem(info.name, info.distribution, info.version, message))
 
@@ -294,7 +299,7 @@ class PluginHost:
                 first = slot_owner[slot.name]
                 self._problem(
                     owner_info[slot.owner],
-                    f"ISV slot {slot.name!r} is already declared by plugin {first!r}; choose another name",
+                    f"ISV slot {slot.name!r} is already declared by plugin {self._named(first)}; choose another name",
                 )
                 continue
             slot_owner[slot.name] = slot.owner
@@ -313,7 +318,8 @@ class PluginHost:
         for entry in self.declarations.states:
             info = owner_info[entry.owner]
             if entry.name in entries:
-                self._problem(info, f"state entry {entry.name!r} is already declared by {entries[entry.name].owner!r}")
+                self._problem(info, f"state entry {entry.name!r} is already declared by plugin "
+                                    f"{self._named(entries[entry.name].owner)}")
                 continue
             if entry.name in slot_owner:
                 if slot_owner[entry.name] != entry.owner:
@@ -369,7 +375,8 @@ class PluginHost:
                 problems.append(
                     PluginProblem(
                         info.name, info.distribution, info.version,
-                        f"component name {item.name!r} from {hook_name} is already used by plugin {seen[item.name]!r}",
+                        f"component name {item.name!r} from {hook_name} is already used by plugin "
+                        f"{self._named(seen[item.name])}",
                     )
                 )
             seen.setdefault(item.name, owner)

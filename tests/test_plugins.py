@@ -135,7 +135,7 @@ def test_import_error_is_reported_with_distribution_and_version(site: Path) -> N
 def test_duplicate_slot_across_two_plugins_names_both() -> None:
     host = host_with(("first", slot_plugin("shared.value")), ("second", slot_plugin("shared.value")))
     problems = problems_of(host)
-    assert "[second from second-dist 1.0] ISV slot 'shared.value' is already declared by plugin 'first'; choose another name" in problems
+    assert "[second from second-dist 1.0] ISV slot 'shared.value' is already declared by plugin 'first' (from first-dist 1.0); choose another name" in problems
 
 
 def test_slot_without_reset_entry() -> None:
@@ -152,7 +152,7 @@ def test_state_entry_for_another_plugins_slot() -> None:
 
     host = host_with(("owner", slot_plugin("owned.value")), ("thief", plugin("thief_plugin", foxhunt_declare=declare)))
     problems = problems_of(host)
-    assert "[thief from thief-dist 1.0] state entry 'owned.value' is already declared by 'owner'" in problems
+    assert "[thief from thief-dist 1.0] state entry 'owned.value' is already declared by plugin 'owner' (from owner-dist 1.0)" in problems
 
 
 def test_reserved_fingerprint_slot_name_is_a_plugin_problem() -> None:
@@ -192,7 +192,7 @@ def test_duplicate_component_name_from_two_plugins() -> None:
         host.loss_components(config=None)
     (problem,) = caught.value.problems
     assert (problem.plugin, problem.distribution, problem.version) == ("b", "b-dist", "1.0")
-    assert problem.message == "component name 'dup.loss' from foxhunt_loss_components is already used by plugin 'a'"
+    assert problem.message == "component name 'dup.loss' from foxhunt_loss_components is already used by plugin 'a' (from a-dist 1.0)"
 
 
 def test_component_hook_returning_the_wrong_record_type() -> None:
@@ -287,7 +287,7 @@ def test_every_problem_of_every_plugin_is_reported_together(site: Path) -> None:
         "[old from mixed-bag 0.9.0] config requires old >=1 but version 0.9.0 is installed",
         "[ghost from (not installed) -] required plugin 'ghost' (==2) is not installed",
         "[second from second-dist 3.1] ISV slot 'shared.value' is already declared by plugin 'first'",
-        "[second from second-dist 3.1] state entry 'shared.value' is already declared by 'first'",
+        "[second from second-dist 3.1] state entry 'shared.value' is already declared by plugin 'first'",
         "[bare from bare-dist 0.1] ISV slot 'bare.value' has no state-reset entry",
     ]
     assert len(error.problems) == len(expected)
