@@ -21,7 +21,7 @@ from foxhunt.env import EnvConfig, VectorEnv
 from foxhunt.env.physics import env_step_row
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.dual import DualKernel
-from foxhunt.env.kernel import ENV_SIGNALS
+from foxhunt.env.kernel import launch_env_kernel
 
 __all__ = ["main"]
 
@@ -37,7 +37,7 @@ def main() -> None:
         raise SystemExit("needs an NVIDIA GPU")
     prices, features = synthetic(20_000, 16)
     sizes = [int(n) for n in args.sizes.split(",")]
-    print(f"| registers | threads/block | " + " | ".join(f"{n:,} envs" for n in sizes) + " |")
+    print("| registers | threads/block | " + " | ".join(f"{n:,} envs" for n in sizes) + " |")
     print("|---|---:|" + "---:|" * len(sizes))
     for cap in args.caps.split(","):
         for threads in (int(t) for t in args.blocks.split(",")):
@@ -45,8 +45,7 @@ def main() -> None:
                                 max_registers=None if cap == "none" else int(cap))
 
             def step(context: KernelContext, kernel: DualKernel = kernel) -> None:
-                tensors = tuple(context.signal(name) for name in ENV_SIGNALS)
-                kernel.launch(context.backend, tensors[ENV_SIGNALS.index("env.state")].shape[0], tensors)
+                launch_env_kernel(kernel, context)
 
             rates = []
             for n in sizes:

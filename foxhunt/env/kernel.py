@@ -13,7 +13,7 @@ from foxhunt.env.physics import env_reset_row, env_step_row
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.dual import DualKernel
 
-__all__ = ["ENV_SIGNALS", "ENV_STEP", "ENV_RESET", "run_env_step", "run_env_reset"]
+__all__ = ["ENV_SIGNALS", "ENV_STEP", "ENV_RESET", "launch_env_kernel", "run_env_step", "run_env_reset"]
 
 # Signal names, in the order of the kernel argument tuple (see foxhunt.env.physics).
 ENV_SIGNALS = (
@@ -36,16 +36,17 @@ ENV_STEP = DualKernel(env_step_row, "market_env.step", threads_per_block=128, ma
 ENV_RESET = DualKernel(env_reset_row, "market_env.reset")
 
 
-def _launch(kernel: DualKernel, context: KernelContext) -> None:
+def launch_env_kernel(kernel: DualKernel, context: KernelContext) -> None:
+    """Launch ``kernel`` (a step or reset row function's DualKernel) over every environment in ``context.signals``."""
     tensors = tuple(context.signal(name) for name in ENV_SIGNALS)
     kernel.launch(context.backend, tensors[_STATE].shape[0], tensors)
 
 
 def run_env_step(context: KernelContext) -> None:
     """Advance every environment in ``context.signals`` by one bar (one launch, no host sync)."""
-    _launch(ENV_STEP, context)
+    launch_env_kernel(ENV_STEP, context)
 
 
 def run_env_reset(context: KernelContext) -> None:
     """Start a new episode in every environment in ``context.signals``."""
-    _launch(ENV_RESET, context)
+    launch_env_kernel(ENV_RESET, context)
