@@ -157,11 +157,15 @@ class BranchingNetwork(nn.Module):
             h = F.relu(layer(h))
         return h  # [B, H]
 
+    def _streams(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The dueling value ``[B, Branch, 1, N]`` and the advantage stream's hidden layer ``[B, Branch, hh]``."""
+        value = self.value_out(F.relu(self.value_hidden(h))).view(h.shape[0], self.n_branches, 1, self.n_atoms)
+        return value, F.relu(self.advantage_hidden(h))
+
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Dueling C51 per branch, before the softmax over atoms: ``[B, Branch, A, N]``."""
         batch = h.shape[0]
-        value = self.value_out(F.relu(self.value_hidden(h))).view(batch, self.n_branches, 1, self.n_atoms)
-        adv_h = F.relu(self.advantage_hidden(h))  # [B, Branch, hh]
+        value, adv_h = self._streams(h)
         advantage = self.advantage_out(adv_h).view(batch, self.n_branches, self.n_actions, self.n_atoms)
         # padded rows are exactly zero, so the sum over A is the sum over real actions
         adv_mean = advantage.sum(2, keepdim=True) / self.n_valid[None, :, None, None]
@@ -181,8 +185,7 @@ class BranchingNetwork(nn.Module):
         of the oracle to -0.58, 1.17, 0.05, 2.05, 0.57.
         """
         batch = h.shape[0]
-        value = self.value_out(F.relu(self.value_hidden(h))).view(batch, self.n_branches, 1, self.n_atoms)
-        adv_h = F.relu(self.advantage_hidden(h))  # [B, Branch, hh]
+        value, adv_h = self._streams(h)
         weight, bias = self.centred_advantage_layer()
         advantage = torch.einsum("bgi,goi->bgo", adv_h, weight) + bias
         return value + advantage.view(batch, self.n_branches, self.n_actions, self.n_atoms)
