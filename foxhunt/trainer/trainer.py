@@ -335,11 +335,7 @@ class Trainer:
             "names the fault. A lower learner.lr, tighter learner.budgets or a fix of that component usually cures it"
         )
         log.error("numerical fault", source=source, fold=fold, epoch=epoch)
-        summary = self._summary(position.results) if position.results else {
-            "data": self.config.data.source, "seed": self.config.run.seed,
-            "validation_metric": self.config.train.validation_metric, "folds": [], "overall": {},
-            "validation_overall": {},
-        }
+        summary = self._summary(position.results)
         summary["fault"] = {"source": source, "fold": fold, "epoch": epoch, "message": message}
         self.run_dir.write_json("summary.json", summary)
         raise NumericalFault(message, source, fold, epoch)
@@ -538,8 +534,9 @@ class Trainer:
             "seed": self.config.run.seed,
             "validation_metric": self.config.train.validation_metric,
             "folds": folds,
-            "overall": evaluation.overall(results, "test", bars_per_year),
-            "validation_overall": evaluation.overall(results, "validation", bars_per_year),
+            # no fold finished (a run stopped by a numerical fault in its first fold): nothing to chain
+            "overall": evaluation.overall(results, "test", bars_per_year) if results else {},
+            "validation_overall": evaluation.overall(results, "validation", bars_per_year) if results else {},
         }
 
 
