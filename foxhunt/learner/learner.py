@@ -106,8 +106,10 @@ class Learner:
         self.dtype = dtype
         self.layout, self.isv = layout, isv
         self.components = list(components)
-        if c.replay.prioritized:  # before anything is allocated: a wrong name is a config error, not a fallback
-            priority_component(self.components, c.priority_component)
+        # before anything is allocated: a wrong name is a config error, not a fallback
+        self.priority_component = (
+            priority_component(self.components, c.priority_component) if c.replay.prioritized else None
+        )
         self.budgets = resolve_budgets(self.components, c.budgets)
         self.reads = LearnerReads.build(isv, c)
         self.generator = torch.Generator(self.device).manual_seed(seed)
@@ -129,7 +131,6 @@ class Learner:
         self.unit_atoms = torch.linspace(-1.0, 1.0, c.n_atoms, device=self.device, dtype=dtype)  # [N]
         self.loss_values = torch.zeros(len(self.components), device=self.device, dtype=dtype)
         self.updates = torch.zeros((), device=self.device, dtype=torch.int64)
-        self.priority_component = self._priority_component() if c.replay.prioritized else None
         self.signals = self._make_signals()
         self.param_dict = dict(self.network.named_parameters())
         self.obs_dim = obs_dim
@@ -170,9 +171,6 @@ class Learner:
         signals["learner.grad_norm"].copy_(self.gradients.combined_norm)
         signals["learner.loss"].copy_(step.losses.sum())
         signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
-
-    def _priority_component(self) -> LossComponent:
-        return priority_component(self.components, self.config.priority_component)
 
     # -- the pieces of one update ---------------------------------------------------
     def support(self) -> torch.Tensor:
