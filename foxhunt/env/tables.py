@@ -17,7 +17,7 @@ from __future__ import annotations
 from foxhunt.data.market import OHLCV
 from foxhunt.dims import DimTable, auto
 
-__all__ = ["OHLCV", "PS", "EP", "RNG", "PortfolioObs"]
+__all__ = ["OHLCV", "PS", "EP", "RNG", "PortfolioObs", "PORTFOLIO_MIRROR_PARITY"]
 
 
 class PS(DimTable):
@@ -104,3 +104,17 @@ class PortfolioObs(DimTable):
     EPISODE_RETURN = auto()  # equity / initial cash - 1
     BARS_IN_POSITION = auto()  # bars since the position was opened / EPISODE_BARS (0 when flat)
     EPISODE_PROGRESS = auto()  # bars since the episode start / EPISODE_BARS
+
+
+# How each portfolio input behaves in the mirrored market (every price move negated, long and short swapped):
+# the position changes sign; the cap, the open position's P&L (both its sign and the move flip), the drawdown,
+# the episode's return and the clocks are unchanged. Read by foxhunt/env/mirror.py.
+PORTFOLIO_MIRROR_PARITY: dict[PortfolioObs, float] = {
+    PortfolioObs.POSITION: -1.0,
+    PortfolioObs.CAP: 1.0,
+    PortfolioObs.UNREALISED_PNL: 1.0,
+    PortfolioObs.DRAWDOWN: 1.0,
+    PortfolioObs.EPISODE_RETURN: 1.0,
+    PortfolioObs.BARS_IN_POSITION: 1.0,
+    PortfolioObs.EPISODE_PROGRESS: 1.0,
+}

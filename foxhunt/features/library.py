@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from foxhunt.data.market import BOOK, FLOW, MarketData
 from foxhunt.errors import DataError
 
-__all__ = ["FeatureDef", "FEATURES", "parse_feature", "feature_values"]
+__all__ = ["FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity"]
 
 _DAY_S = 86_400
 _CUSUM_DRIFT = 0.5  # kappa: allowance per bar, in standard deviations
@@ -35,6 +35,10 @@ class FeatureDef:
     needs: str  # "ohlcv", "book" or "flow"
     compute: Callable[..., tuple[np.ndarray, int]]  # (market, *params) -> (values [bars], warm-up bar)
     description: str
+    # What the feature does when the market is mirrored (every log return negated, bids and asks swapped):
+    # "odd" features change sign (returns, momentum, imbalances), "even" ones are unchanged (volatility, volume,
+    # calendar, spread). The counterfactual mirror of the replay (docs/learner.md) relies on it.
+    mirror: str = attrs.field(default="odd", validator=attrs.validators.in_(("odd", "even")))
 
 
 def _log_close(market: MarketData) -> np.ndarray:
@@ -236,7 +240,7 @@ FEATURES: dict[str, FeatureDef] = {
     f.base: f
     for f in (
         FeatureDef("ret", 1, "ohlcv", _ret, "log return over k bars: ln(c_t / c_(t-k))"),
-        FeatureDef("rvol", 1, "ohlcv", _rvol, "realised volatility: sqrt(mean of r^2 over the last k bars)"),
+        FeatureDef("rvol", 1, "ohlcv", _rvol, "realised volatility: sqrt(mean of r^2 over the last k bars)", mirror="even"),
         FeatureDef("mom", 1, "ohlcv", _mom, "momentum: ret_k / (rvol_k * sqrt(k)), 0 when rvol is 0"),
         FeatureDef("rsi", 1, "ohlcv", _rsi, "Wilder RSI over k bars, rescaled to [-1, 1]: (RSI - 50) / 50"),
         FeatureDef("macd", 2, "ohlcv", _macd, "MACD line: (EMA_fast(c) - EMA_slow(c)) / c"),
@@ -245,12 +249,12 @@ FEATURES: dict[str, FeatureDef] = {
         FeatureDef("ma_ratio", 2, "ohlcv", _ma_ratio, "moving-average ratio: ln(SMA_fast / SMA_slow)"),
         FeatureDef("slope", 1, "ohlcv", _slope, "OLS slope of ln(c) against bar number over k bars"),
         FeatureDef("cusum", 1, "ohlcv", _cusum_feature, "symmetric CUSUM of r / rvol_k(t-1), (S+ + S-) / h"),
-        FeatureDef("volz", 1, "ohlcv", _volz, "volume z-score of ln(1 + v) over k bars"),
-        FeatureDef("tod_sin", 0, "ohlcv", lambda m: _tod(m, np.sin), "sin(2 pi * UTC time of day / 24 h)"),
-        FeatureDef("tod_cos", 0, "ohlcv", lambda m: _tod(m, np.cos), "cos(2 pi * UTC time of day / 24 h)"),
-        FeatureDef("dow_sin", 0, "ohlcv", lambda m: _dow(m, np.sin), "sin(2 pi * (weekday + day fraction) / 7)"),
-        FeatureDef("dow_cos", 0, "ohlcv", lambda m: _dow(m, np.cos), "cos(2 pi * (weekday + day fraction) / 7)"),
-        FeatureDef("spread_bps", 0, "book", _spread, "quoted spread at the bar close, in basis points of the mid"),
+        FeatureDef("volz", 1, "ohlcv", _volz, "volume z-score of ln(1 + v) over k bars", mirror="even"),
+        FeatureDef("tod_sin", 0, "ohlcv", lambda m: _tod(m, np.sin), "sin(2 pi * UTC time of day / 24 h)", mirror="even"),
+        FeatureDef("tod_cos", 0, "ohlcv", lambda m: _tod(m, np.cos), "cos(2 pi * UTC time of day / 24 h)", mirror="even"),
+        FeatureDef("dow_sin", 0, "ohlcv", lambda m: _dow(m, np.sin), "sin(2 pi * (weekday + day fraction) / 7)", mirror="even"),
+        FeatureDef("dow_cos", 0, "ohlcv", lambda m: _dow(m, np.cos), "cos(2 pi * (weekday + day fraction) / 7)", mirror="even"),
+        FeatureDef("spread_bps", 0, "book", _spread, "quoted spread at the bar close, in basis points of the mid", mirror="even"),
         FeatureDef("book_pressure", 0, "book", _book_pressure, "(bid size - ask size) / (bid size + ask size) at the best level"),
         FeatureDef("depth_imbalance", 0, "book", _depth_imbalance, "(bid depth - ask depth) / (sum) over ten levels"),
         FeatureDef("ofi", 1, "book", _ofi, "order-flow imbalance summed over k bars / summed mean best-level size"),
@@ -286,3 +290,9 @@ def feature_values(market: MarketData, name: str) -> tuple[np.ndarray, int]:
     values = np.array(values, dtype=np.float64)
     values[:warmup] = np.nan
     return values, warmup
+
+
+def mirror_parity(name: str) -> float:
+    """-1.0 for a feature that changes sign in the mirrored market, +1.0 for one that does not."""
+    feature, _ = parse_feature(name)
+    return -1.0 if feature.mirror == "odd" else 1.0

@@ -59,6 +59,7 @@ class ReplayConfig:
     beta_final: float = attrs.field(default=1.0, validator=_unit)
     anneal_steps: int = attrs.field(default=100_000, validator=_positive)  # α and β reach their finals here
     priority_eps: float = attrs.field(default=1e-6, validator=_positive_finite)  # keeps every stored transition sampleable
+    mirror: bool = True  # every other sampled transition is replaced by its counterfactual mirror (foxhunt/env/mirror.py)
 
 
 @attrs.frozen

@@ -13,6 +13,14 @@ power-of-two tree, so any capacity is exact, and it is stratified (one draw per
 ``1/B`` of the mass) as in Schaul et al. Empty slots carry zero mass and can
 never be drawn; if every filled slot has zero mass, sampling is uniform over
 the filled slots. Everything stays on the device: no ``.item()``, no host branch.
+
+With ``mirror`` on, every other transition of a sampled batch (odd positions:
+the strata alternate, so the mirrored half is spread over the whole buffer) is
+replaced by its counterfactual mirror: observations through the per-column
+affine map set by :meth:`Replay.set_mirror` for the fold, SHORT and LONG
+swapped; rewards and discounts are those of the original (foxhunt/env/mirror.py
+says why). Its priority update goes to the original's slot. A replay whose
+map was never set (filled outside the trainer) does not mirror.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from foxhunt.actions import Branch
+from foxhunt.actions import BRANCH_TABLES, Branch, Direction
 from foxhunt.learner.config import ReplayConfig
 
 __all__ = ["Batch", "Replay"]
@@ -77,6 +85,19 @@ class Replay(nn.Module):
         self.register_buffer("alpha", torch.full((), config.alpha, dtype=torch.float32, **kw))
         self.register_buffer("beta", torch.full((), config.beta, dtype=torch.float32, **kw))
         self.register_buffer("row_ids", torch.arange(rows, **kw))
+        # the counterfactual mirror: obs' = clamp(obs * scale + shift, low, high); off until set_mirror gives the
+        # map (a replay filled outside the trainer has no normaliser to build it from)
+        self.mirroring = False
+        self.register_buffer("mirror_scale", torch.ones(obs_dim, dtype=dtype, **kw))
+        self.register_buffer("mirror_shift", torch.zeros(obs_dim, dtype=dtype, **kw))
+        self.register_buffer("mirror_low", torch.full((obs_dim,), -torch.inf, dtype=dtype, **kw))
+        self.register_buffer("mirror_high", torch.full((obs_dim,), torch.inf, dtype=dtype, **kw))
+        # the action map: SHORT <-> LONG in the direction column, every other code and column unchanged
+        swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
+        codes = max(table.size() for table in BRANCH_TABLES.values())
+        self.register_buffer("mirror_codes", torch.tensor([swapped.get(code, code) for code in range(codes)], **kw),
+                             persistent=False)
+        self.register_buffer("mirror_columns", torch.arange(len(Branch), **kw) == Branch.DIRECTION, persistent=False)
 
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
@@ -118,6 +139,25 @@ class Replay(nn.Module):
         self.max_priority.fill_(1.0)
         self.alpha.fill_(self.config.alpha)
         self.beta.fill_(self.config.beta)
+
+    @torch.no_grad()
+    def set_mirror(self, scale: torch.Tensor, shift: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
+        """The fold's observation mirror, per column ``[D]``; from here on sampling mirrors when ``mirror`` is on."""
+        self.mirroring = self.config.mirror
+        for buffer, value in ((self.mirror_scale, scale), (self.mirror_shift, shift), (self.mirror_low, low),
+                              (self.mirror_high, high)):
+            buffer.copy_(torch.as_tensor(value, dtype=buffer.dtype))
+
+    def _mirrored(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Odd positions of the batch replaced by their mirror: observations mapped, SHORT and LONG swapped."""
+        flip = (torch.arange(obs.shape[0], device=obs.device) % 2 == 1)[:, None]
+
+        def mirror(x: torch.Tensor) -> torch.Tensor:
+            return torch.where(flip, torch.clamp(x * self.mirror_scale + self.mirror_shift, self.mirror_low,
+                                                 self.mirror_high), x)
+
+        actions = torch.where(flip & self.mirror_columns[None, :], self.mirror_codes[actions], actions)
+        return mirror(obs), actions, mirror(next_obs)
 
     # -- sampling --------------------------------------------------------------
     def filled(self) -> torch.Tensor:
@@ -186,12 +226,15 @@ class Replay(nn.Module):
         last = torch.remainder(row + length - 1, self.rows)
         terminal = self.dones[last, env]
         discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
+        obs, actions, next_obs = self.obs[row, env], self.actions[row, env], self.next_obs[last, env]
+        if self.mirroring:  # fixed from the first fold on: no data-dependent branch
+            obs, actions, next_obs = self._mirrored(obs, actions, next_obs)
         return Batch(
-            obs=self.obs[row, env],
-            actions=self.actions[row, env],
+            obs=obs,
+            actions=actions,
             returns=returns,
             discounts=discounts,
-            next_obs=self.next_obs[last, env],
+            next_obs=next_obs,
             weights=weights,
             indices=indices,
         )

@@ -34,6 +34,7 @@ from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.exploration import BranchExplorer
+from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
@@ -267,6 +268,9 @@ class Trainer:
         features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
         self.features = features
         self.env.features.copy_(torch.from_numpy(features))
+        mirror = observation_mirror(self.data.features.names, self.normalizer)
+        self.learner.replay.set_mirror(*(torch.from_numpy(a) for a in (mirror.scale, mirror.shift, mirror.low,
+                                                                      mirror.high)))
         self.env.set_window(fold.train.start, fold.train.stop)
         window = (fold.validation.start, fold.validation.stop)
         market = self.data.market

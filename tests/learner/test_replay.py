@@ -163,3 +163,50 @@ def test_n_step_returns_match_brute_force(n_step: int) -> None:
 def test_capacity_too_small_for_n_step_is_rejected() -> None:
     with pytest.raises(ValueError, match="n_step"):
         make_replay(6, 3, n_step=3)
+
+
+def test_mirror_replaces_every_other_sampled_transition_by_its_mirror() -> None:
+    from foxhunt.actions import Direction
+
+    plain, mirroring = make_replay(60, 3, seed=4, mirror=False), make_replay(60, 3, seed=4, mirror=True)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(20):
+        obs = torch.randn(3, 2, generator=g)
+        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in (4, 3, 2, 3)], dim=1)
+        rewards, dones = torch.randn(3, generator=g), (torch.rand(3, generator=g) < 0.1).float()
+        for replay in (plain, mirroring):
+            replay.add(obs, actions, rewards, obs + 1.0, dones)
+    scale, shift = torch.tensor([-1.0, 1.0]), torch.tensor([0.5, 0.0])
+    low, high = torch.tensor([-2.0, -torch.inf]), torch.tensor([2.0, torch.inf])
+    gamma = torch.full((len(Branch),), 0.9)
+    unset = mirroring.sample_at(torch.rand(16, generator=torch.Generator().manual_seed(9), dtype=torch.float64), gamma)
+    for replay in (plain, mirroring):
+        replay.set_mirror(scale, shift, low, high)
+    uniforms = torch.rand(16, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    original, mirror = plain.sample_at(uniforms, gamma), mirroring.sample_at(uniforms, gamma)
+    torch.testing.assert_close(unset.actions, original.actions)  # no map given yet: nothing is mirrored
+    odd, even = slice(1, None, 2), slice(0, None, 2)
+    for field in ("obs", "next_obs", "actions"):
+        torch.testing.assert_close(getattr(mirror, field)[even], getattr(original, field)[even])
+    for field in ("returns", "discounts", "weights", "indices"):
+        torch.testing.assert_close(getattr(mirror, field), getattr(original, field))
+    for field in ("obs", "next_obs"):
+        expected = torch.clamp(getattr(original, field)[odd] * scale + shift, low, high)
+        torch.testing.assert_close(getattr(mirror, field)[odd], expected)
+    swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
+    direction = original.actions[odd, Branch.DIRECTION].tolist()
+    assert mirror.actions[odd, Branch.DIRECTION].tolist() == [swapped.get(d, d) for d in direction]
+    assert set(direction) & {Direction.SHORT, Direction.LONG}  # the draw holds a side to swap
+    others = [b for b in Branch if b != Branch.DIRECTION]
+    torch.testing.assert_close(mirror.actions[odd][:, others], original.actions[odd][:, others])
+
+
+def test_mirrored_sampling_traces_as_one_graph() -> None:
+    """`[learner] compile = true` traces sample_at with fullgraph: the mirror must not break the graph."""
+    replay = make_replay(60, 3, mirror=True)
+    add_steps(replay, 20)
+    replay.set_mirror(torch.tensor([-1.0, 1.0]), torch.zeros(2), torch.full((2,), -5.0), torch.full((2,), 5.0))
+    gamma = torch.full((len(Branch),), 0.9)
+    uniforms = torch.rand(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    compiled = torch.compile(replay.sample_at, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(uniforms, gamma).obs, replay.sample_at(uniforms, gamma).obs)

@@ -1,0 +1,105 @@
+"""The counterfactual mirror: each feature's declared parity against the feature computed on the mirrored market,
+and the observation map against normalising the mirrored market's features (a float64 reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from foxhunt.data import BOOK, FLOW, OHLCV, MarketData, load
+from foxhunt.env.mirror import observation_mirror
+from foxhunt.env.tables import PortfolioObs
+from foxhunt.features import FEATURE_SETS, Normalizer
+from foxhunt.features.library import FEATURES, feature_values, mirror_parity
+
+# Features of price levels and price differences (EMAs, moving averages, Bollinger bands, Wilder's RSI of
+# close-to-close changes) are odd only to first order in the moves: the mirror negates log prices, and a mean or
+# a difference of prices is not that of log prices.
+LEVEL_BASED = {"macd", "macdh", "boll", "ma_ratio", "rsi"}
+
+
+def with_book(market: MarketData, seed: int) -> MarketData:
+    rng = np.random.default_rng(seed)
+    n = len(market)
+    book = np.empty((n, BOOK.size()))
+    book[:, BOOK.BID_PRICE] = market.close - rng.uniform(0.01, 0.05, n)
+    book[:, BOOK.ASK_PRICE] = market.close + rng.uniform(0.01, 0.05, n)
+    book[:, BOOK.BID_SIZE] = rng.integers(1, 50, n)
+    book[:, BOOK.ASK_SIZE] = rng.integers(1, 50, n)
+    book[:, BOOK.BID_DEPTH] = book[:, BOOK.BID_SIZE] + rng.integers(10, 500, n)
+    book[:, BOOK.ASK_DEPTH] = book[:, BOOK.ASK_SIZE] + rng.integers(10, 500, n)
+    book[:, BOOK.OFI] = rng.normal(0, 20, n)
+    flow = np.empty((n, FLOW.size()))
+    flow[:, FLOW.BUY_VOLUME] = rng.integers(0, 100, n)
+    flow[:, FLOW.SELL_VOLUME] = rng.integers(0, 100, n)
+    flow[:, FLOW.TRADES] = rng.integers(1, 20, n)
+    return MarketData(market.source, market.timestamps, market.ohlcv, market.instrument, market.report, book, flow)
+
+
+def mirrored(market: MarketData) -> MarketData:
+    """The market whose every log return is negated: p' = K^2 / p (K the first close), bids and asks swapped."""
+    k2 = market.close[0] ** 2
+    ohlcv = market.ohlcv.copy()
+    ohlcv[:, OHLCV.OPEN] = k2 / market.ohlcv[:, OHLCV.OPEN]
+    ohlcv[:, OHLCV.HIGH] = k2 / market.ohlcv[:, OHLCV.LOW]
+    ohlcv[:, OHLCV.LOW] = k2 / market.ohlcv[:, OHLCV.HIGH]
+    ohlcv[:, OHLCV.CLOSE] = k2 / market.ohlcv[:, OHLCV.CLOSE]
+    book = market.book.copy()
+    for first, second in ((BOOK.BID_SIZE, BOOK.ASK_SIZE), (BOOK.BID_DEPTH, BOOK.ASK_DEPTH)):
+        book[:, first], book[:, second] = market.book[:, second], market.book[:, first]
+    book[:, BOOK.BID_PRICE] = k2 / market.book[:, BOOK.ASK_PRICE]
+    book[:, BOOK.ASK_PRICE] = k2 / market.book[:, BOOK.BID_PRICE]
+    book[:, BOOK.OFI] = -market.book[:, BOOK.OFI]
+    flow = market.flow.copy()
+    flow[:, FLOW.BUY_VOLUME], flow[:, FLOW.SELL_VOLUME] = market.flow[:, FLOW.SELL_VOLUME], market.flow[:, FLOW.BUY_VOLUME]
+    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow)
+
+
+MARKET = with_book(load("synthetic:regime?bars=600&seed=5"), 3)
+MIRROR = mirrored(MARKET)
+NAMES = sorted({*FEATURE_SETS["book"].names, "slope_20", "cusum_32", "macd_12_26"})
+
+
+def test_every_feature_family_is_covered() -> None:
+    bases = set()
+    for name in NAMES:
+        bases.add(next(base for base in FEATURES if name == base or name.startswith(base + "_")))
+    assert bases == set(FEATURES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_parity_matches_the_mirrored_market(name: str) -> None:
+    original, warmup = feature_values(MARKET, name)
+    mirror, _ = feature_values(MIRROR, name)
+    expected = mirror_parity(name) * original[warmup:]
+    base = next(base for base in FEATURES if name == base or name.startswith(base + "_"))
+    if base in LEVEL_BASED:
+        assert np.corrcoef(mirror[warmup:], expected)[0, 1] > 0.99
+        assert np.mean(np.sign(mirror[warmup:]) == np.sign(expected)) > 0.95
+    else:
+        np.testing.assert_allclose(mirror[warmup:], expected, rtol=1e-9, atol=1e-9)
+
+
+EXACT = ("ret_1", "ret_16", "rvol_16", "mom_8", "slope_20", "cusum_32", "volz_32", "tod_sin", "dow_cos")
+
+
+@pytest.mark.parametrize("clip", [None, 1.5])
+def test_observation_mirror_equals_normalising_the_mirrored_features(clip: float | None) -> None:
+    raw = np.stack([feature_values(MARKET, name)[0] for name in EXACT], axis=1)[64:]
+    raw_mirror = np.stack([feature_values(MIRROR, name)[0] for name in EXACT], axis=1)[64:]
+    normalizer = Normalizer.fit(raw, slice(0, 300), clip=clip)
+    rng = np.random.default_rng(0)
+    portfolio = rng.normal(size=(raw.shape[0], len(PortfolioObs)))
+    obs = np.concatenate([normalizer.apply(raw).astype(np.float64), portfolio], axis=1)
+    portfolio_mirror = portfolio.copy()
+    portfolio_mirror[:, PortfolioObs.POSITION] *= -1.0
+    expected = np.concatenate([normalizer.apply(raw_mirror).astype(np.float64), portfolio_mirror], axis=1)
+    mirror = observation_mirror(EXACT, normalizer)
+    # a clipped input has lost how far out it was, so its mirror is exact only where nothing was clipped
+    inside = np.ones(raw.shape[0], dtype=bool) if clip is None else np.all(
+        np.abs((raw - normalizer.mean) / normalizer.std) < clip, axis=1)
+    assert inside.sum() > 50
+    np.testing.assert_allclose(mirror.apply(obs)[inside], expected[inside], atol=1e-5)
+    assert np.all(np.abs(mirror.apply(obs)[:, : len(EXACT)]) <= (np.inf if clip is None else clip))
+    if clip is None:  # unclipped, the map is its own inverse
+        np.testing.assert_allclose(mirror.apply(mirror.apply(obs)), obs, atol=1e-9)
