@@ -72,7 +72,7 @@ def _compute(market: MarketData, fs: FeatureSet) -> tuple[np.ndarray, int]:
 
 def compute_features(
     market: MarketData,
-    features: FeatureSet | str = "minimal",
+    features: FeatureSet | str = "horizons",
     cache: FeatureCache | None = None,
 ) -> FeatureMatrix:
     """The causal feature matrix of ``market`` (a value at bar t uses bars <= t only).

@@ -33,7 +33,7 @@ def _positive_or_none(instance: object, attribute: attrs.Attribute, value: float
 class FeatureConfig:
     """Which features, where the cache lives, and how inputs are normalised.
 
-    ``feature_set``: a built-in set (minimal, the default; ohlcv; book). ``names``: an
+    ``feature_set``: a built-in set (horizons, the default; minimal; ohlcv; book). ``names``: an
     explicit list instead (a custom set named after ``feature_set``).
     ``cache_dir``: None for the default (``$FOXHUNT_CACHE_DIR/features`` or
     ``~/.cache/foxhunt/features``). ``cache``: False disables the cache.
@@ -43,7 +43,7 @@ class FeatureConfig:
     ``clip``: normalised values are clipped to [-clip, clip] (None: no clip).
     """
 
-    feature_set: str = attrs.field(default="minimal", validator=_known_set)
+    feature_set: str = attrs.field(default="horizons", validator=_known_set)
     names: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_known_names)
     cache_dir: str | None = None
     cache: bool = True
