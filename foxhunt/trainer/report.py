@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["build_report", "read_summary", "read_metrics", "read_equity"]
 
-METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "trades")
+METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 POLICIES = ("agent", "buy_and_hold", "flat")
 # Per window: the summary key of its all-fold figures, the section heading, and what its equity plot is called.
 WINDOW_SECTIONS = {
