@@ -10,7 +10,7 @@ run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
 costs over the reported windows (median and interquartile range over seeds), the
 oracle's Sharpe on exactly those windows (synthetic markets: the calibrated
 threshold policy of ``foxhunt.env.oracle`` run through the same env physics and
-EnvConfig), agent/oracle, buy-and-hold, trades, turnover and wall time. A
+EnvConfig), agent/oracle, buy-and-hold, round trips, turnover and wall time. A
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
 """
@@ -97,7 +97,8 @@ def run_once(name: str, seed: int, device: str, overrides: list[str], threads: i
         market = load(source)
         results = [oracle_backtest(market, config.env, window) for window in windows]
         oracle = combine(
-            [r.equity for r in results], [r.trades for r in results], [r.turnover for r in results],
+            [r.equity for r in results], [r.fills for r in results], [r.round_trips for r in results],
+            [r.turnover for r in results],
             market.instrument.bars_per_year,
         )
     return {
@@ -124,7 +125,7 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
     """The markdown table: one row per dataset, in the order first seen."""
     lines = [
         "| dataset | seeds | agent Sharpe, median [IQR] | oracle Sharpe | agent/oracle, median [IQR] | buy & hold Sharpe | "
-        "agent > B&H | trades, median [IQR] | turnover, median [IQR] | wall s/run |",
+        "agent > B&H | round trips, median [IQR] | turnover, median [IQR] | wall s/run |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in dict.fromkeys(run["dataset"] for run in runs):
@@ -142,7 +143,7 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
         beats = sum(a > h for a, h in zip(agent, hold))
         lines.append(
             f"| {name} | {len(rows)} | {_median_iqr(agent)} | {oracle_cell} | {ratio_cell} | {statistics.median(hold):+.2f} | "
-            f"{beats}/{len(rows)} | {_median_iqr([run['agent']['trades'] for run in rows], 0, False)} | "
+            f"{beats}/{len(rows)} | {_median_iqr([run['agent']['round_trips'] for run in rows], 0, False)} | "
             f"{_median_iqr([run['agent']['turnover'] for run in rows], 1, False)} | "
             f"{statistics.median(run['wall_s'] for run in rows):.0f} |"
         )

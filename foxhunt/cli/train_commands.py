@@ -25,12 +25,23 @@ __all__ = ["train_command", "backtest_command", "report_command", "datasets_grou
 console = Console()
 
 
+# Under every results table: what the two activity counts mean (the report carries the same words).
+COUNTS_CAPTION = ("fills: bars on which an order filled; round trips: positions closed or reversed "
+                  "(an open position is not one yet). turnover: notional traded / initial cash")
+
+
+def _count(value: object) -> str:
+    # A run resumed from a checkpoint written before fills were counted has no overall fills figure.
+    return str(int(value)) if isinstance(value, (int, float)) else "n/a"
+
+
 def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
-    table = Table("policy", "net P&L", "Sharpe", "Sortino", "max DD", "turnover", "trades", title=title)
+    table = Table("policy", "net P&L", "Sharpe", "Sortino", "max DD", "turnover", "fills", "round trips", title=title,
+                  caption=COUNTS_CAPTION)
     for policy, m in rows.items():
         table.add_row(
             policy.replace("_", " "), f"{m['net_pnl']:+,.2f}", f"{m['sharpe']:+.2f}", f"{m['sortino']:+.2f}",
-            f"{m['max_drawdown']:.2%}", f"{m['turnover']:.2f}", str(int(m['trades'])),
+            f"{m['max_drawdown']:.2%}", f"{m['turnover']:.2f}", _count(m.get("fills")), _count(m.get("round_trips")),
         )
     return table
 

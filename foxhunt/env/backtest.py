@@ -20,7 +20,14 @@ Metric definitions (``docs/fill-model.md`` has the physics):
   divided by ``max_drawdown``; 0 without a drawdown.
 - ``turnover``: notional traded (contracts x fill price x multiplier) divided by
   initial cash.
-- ``trades``: completed round trips; ``hit_rate``: share of them that made money.
+- ``fills``: steps on which an order filled (opening, adding to, reducing,
+  closing or reversing a position: each bar with a non-zero fill counts once).
+- ``round_trips``: positions closed, flat again or reversed (a reversal closes
+  one and opens the next, so it is one round trip and one fill); a position
+  still open at the window's end is not counted. A policy can fill on many bars
+  and close no round trip (buy-and-hold fills once and has 0 round trips), so
+  turnover beside 0 round trips is no contradiction; ``hit_rate``: share of the
+  round trips that made money.
 - ``exposure``: share of bars that ended with a position open.
 
 Bankruptcy: the physics ends an episode when equity falls to zero or below
@@ -61,7 +68,9 @@ __all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baseli
 
 log = structlog.get_logger(__name__)
 
-METRIC_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "calmar", "turnover", "trades", "hit_rate", "exposure")
+METRIC_KEYS = (
+    "net_pnl", "sharpe", "sortino", "max_drawdown", "calmar", "turnover", "fills", "round_trips", "hit_rate", "exposure",
+)
 
 Policy = Callable[[torch.Tensor], Any]
 
@@ -83,7 +92,8 @@ class BacktestResult:
     max_drawdown: float
     calmar: float
     turnover: float
-    trades: int
+    fills: int
+    round_trips: int
     hit_rate: float
     exposure: float
     equity: np.ndarray = attrs.field(eq=False, repr=False)
@@ -167,8 +177,10 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
     growth = equity[-1] / equity[0]
     annual_return = growth ** (bars_per_year / bars) - 1.0 if bars and growth > 0 else -1.0
     last = history[-1] if len(history) else np.zeros(PS.size())
-    trades = int(last[PS.TRADES])
+    round_trips = int(last[PS.TRADES])
     ruined = np.flatnonzero(history[:, PS.EQUITY] <= 0.0)
+    # Rows after the ruinous one repeat it (the backtest traded no more), its fill included: not counted again.
+    traded = history[: ruined[0] + 1] if ruined.size else history
     calls = margin_call_steps(history, initial_cash, initial_margin, margin_fraction)
     return BacktestResult(
         net_pnl=float(equity[-1] - equity[0]),
@@ -177,8 +189,9 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
         max_drawdown=max_drawdown,
         calmar=float(annual_return / max_drawdown) if max_drawdown > 0 else 0.0,
         turnover=float(last[PS.TURNOVER] / initial_cash),
-        trades=trades,
-        hit_rate=float(last[PS.WINS] / trades) if trades else 0.0,
+        fills=int(np.count_nonzero(traded[:, PS.FILL_QTY])),
+        round_trips=round_trips,
+        hit_rate=float(last[PS.WINS] / round_trips) if round_trips else 0.0,
         exposure=float(np.mean(history[:, PS.POSITION] != 0)) if len(history) else 0.0,
         equity=equity,
         bankrupt_bar=int(history[ruined[0], PS.BAR]) if ruined.size else None,

@@ -5,6 +5,9 @@ then backtested once on the fold's test window. The summary reports both, apart:
 ``overall`` chains the test windows (the honest out-of-sample figure),
 ``validation_overall`` chains the validation windows (optimistic by construction:
 the best of several epochs was picked there).
+
+Activity is counted twice: ``fills`` (bars on which an order filled) and
+``round_trips`` (positions closed or reversed); see :mod:`foxhunt.env.backtest`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, equity_ratios
 
 __all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "greedy_policy", "metrics_of", "combine", "overall", "better"]
 
-SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "trades")
+SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 POLICIES = ("agent", "buy_and_hold", "flat")
 WINDOWS = ("validation", "test")  # the per-fold windows a summary reports, apart
 
@@ -68,10 +71,12 @@ def better(metric: str, candidate: float, incumbent: float | None) -> bool:
     return candidate < incumbent if metric == "max_drawdown" else candidate > incumbent
 
 
-def combine(curves: Sequence[np.ndarray], trades: Sequence[int], turnovers: Sequence[float], bars_per_year: float) -> dict[str, float]:
+def combine(curves: Sequence[np.ndarray], fills: Sequence[int], round_trips: Sequence[int], turnovers: Sequence[float],
+            bars_per_year: float) -> dict[str, float]:
     """Overall metrics of consecutive windows: each fold's equity restarts from the same cash, so the windows
     are chained through their per-bar returns into one curve, and Sharpe, Sortino and drawdown are those of
-    that curve (never an average of per-fold ratios). Net P&L, turnover and trades are sums over the folds."""
+    that curve (never an average of per-fold ratios). Net P&L, turnover, fills and round trips are sums over
+    the folds."""
     returns = np.concatenate([curve[1:] / curve[:-1] - 1.0 for curve in curves]) if curves else np.zeros(0)
     chained = np.cumprod(np.concatenate([[1.0], 1.0 + returns]))
     sharpe, sortino, max_drawdown = equity_ratios(chained, bars_per_year)
@@ -81,7 +86,8 @@ def combine(curves: Sequence[np.ndarray], trades: Sequence[int], turnovers: Sequ
         "sortino": _finite(sortino),
         "max_drawdown": max_drawdown,
         "turnover": float(sum(turnovers)),
-        "trades": int(sum(trades)),
+        "fills": int(sum(fills)),
+        "round_trips": int(sum(round_trips)),
     }
 
 
@@ -90,20 +96,27 @@ def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float
 
     Each result holds ``result[window][policy]`` metrics and ``result["curves"][window][policy]`` equity.
     A policy whose account went bankrupt in some folds gets ``bankrupt_folds``, the list of those folds.
-    Test windows follow each other exactly; validation windows do too when ``validation_bars`` equals
-    ``test_bars``, and overlap (sharing bars) when it is larger, so ``validation_overall`` is a description
+    A fold result from before ``fills`` existed (``trades`` held its round trips) is read as such, and leaves
+    the overall without ``fills``. Test windows follow each other exactly; validation windows do too when
+    ``validation_bars`` equals ``test_bars``, and overlap (sharing bars) when it is larger, so ``validation_overall`` is a description
     of the selection windows, not a market stretch traded once.
     """
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
     figures = {}
     for policy in POLICIES:
+        counted = [r[window][policy] for r in results]
         figures[policy] = combine(
             [np.asarray(r["curves"][window][policy], dtype=np.float64) for r in results],
-            [r[window][policy]["trades"] for r in results],
-            [r[window][policy]["turnover"] for r in results],
+            [metrics.get("fills", 0) for metrics in counted],
+            [metrics.get("round_trips", metrics.get("trades", 0)) for metrics in counted],
+            [metrics["turnover"] for metrics in counted],
             bars_per_year,
         )
+        if any("fills" not in metrics for metrics in counted):
+            # A fold finished by a foxhunt that counted round trips only (as ``trades``), read back from the resume
+            # checkpoint of a run stopped before the upgrade: its fills are unknown, so no overall count is given.
+            del figures[policy]["fills"]
         # A fold whose account went bankrupt is named here too: its ruin is inside the chained figures,
         # and a reader of the overall line alone should not have to find it in the folds.
         ruined = [r.get("fold", index) for index, r in enumerate(results) if "bankrupt_bar" in r[window][policy]]

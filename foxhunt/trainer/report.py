@@ -4,9 +4,12 @@ Built only from the run directory's files (``summary.json``, ``metrics.jsonl``,
 ``equity/fold_K.csv`` and ``equity/fold_K_validation.csv``), so ``foxhunt
 report RUN_DIR`` can rebuild it at any time. Test figures (out of sample) come
 first; validation figures (the window each fold's epoch was chosen on) follow
-under their own heading, so the two are never read as one. Plots are matplotlib
-PNGs embedded as base64 data URIs: one self-contained file, no scripts, no
-external assets.
+under their own heading, so the two are never read as one. Each fold table is
+followed by what its activity counts mean (fills and round trips). Plots are
+matplotlib PNGs embedded as base64 data URIs, each in a ``<figure>`` whose
+caption names what it shows: one self-contained file, no scripts, no external
+assets. What each picture shows (time axes, the adaptive values' small
+multiples, the counter rule) is :mod:`foxhunt.trainer.report_figures`.
 
 The run's files are data, not trusted markup: a tampered ``summary.json`` or
 ``metrics.jsonl`` could hold ``<script>`` anywhere, so every value that reaches
@@ -23,25 +26,29 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import io
 import json
-import math
-from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from foxhunt.durable import write_bytes
 from foxhunt.errors import FoxhuntError
+from foxhunt.trainer import report_figures as pictures
+from foxhunt.trainer.report_figures import Plot, is_number
 from foxhunt.trainer.run_dir import equity_file_name
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+__all__ = ["build_report", "read_summary", "read_metrics", "read_equity", "read_slot_docs", "COUNTS_DEFINITION"]
 
-__all__ = ["build_report", "read_summary", "read_metrics", "read_equity"]
-
-METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "trades")
+METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
+# Under every fold table: what the activity columns count (docs/fill-model.md, "Round trips").
+COUNTS_DEFINITION = (
+    "<strong>fills</strong>: bars on which an order filled (opening, adding to, reducing, closing or reversing a "
+    "position). <strong>round trips</strong>: positions closed back to flat or reversed; a position still open at "
+    "the window's end is not one, so buy and hold shows 1 fill and 0 round trips. <strong>turnover</strong>: "
+    "notional traded (contracts × fill price × multiplier) over the window, divided by the initial cash. "
+    "n/a: a fold finished before foxhunt counted fills."
+)
 POLICIES = ("agent", "buy_and_hold", "flat")
 # Per window: the summary key of its all-fold figures, the section heading, and what its equity plot is called.
 WINDOW_SECTIONS = {
@@ -53,29 +60,15 @@ WINDOW_SECTIONS = {
 }
 
 
-# The largest magnitude plotted as it is: matplotlib's tick and margin arithmetic overflows near the float64
-# limit (equity of 1e308 raised "arange: cannot compute length"), so larger curves are drawn in units of a
-# power of ten, named on the axis.
-PLAIN_LIMIT = 1e12
-
 
 def _text(value: Any) -> str:
     """Any value as HTML text: escaped, quotes included (it may land in an attribute)."""
     return html.escape(str(value), quote=True)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _figure(value: Any, spec: str = ".4g") -> str:
     """A number formatted with ``spec``; anything else (a tampered file's string or list) as escaped text."""
-    return format(value, spec) if _is_number(value) else _text(value)
-
-
-def _plot_label(text: Any) -> str:
-    # matplotlib reads $...$ as mathematics and fails on what it cannot typeset: names are data, shown literally.
-    return str(text).replace("$", r"\$")
+    return format(value, spec) if is_number(value) else _text(value)
 
 
 def _damaged(path: Path, where: str, value: Any, expected: str) -> FoxhuntError:
@@ -167,117 +160,62 @@ def _parses_as_float(value: Any) -> bool:
     return True
 
 
-def _units(series: list[np.ndarray]) -> tuple[float, str]:
-    """The power of ten to divide by so that every value can be plotted, and its axis note ("" for none)."""
-    finite = [np.abs(values[np.isfinite(values)]) for values in series]
-    largest = max((float(values.max()) for values in finite if values.size), default=0.0)
-    if largest < PLAIN_LIMIT:
-        return 1.0, ""
-    exponent = int(math.floor(math.log10(largest)))
-    return 10.0**exponent, f" (× 1e{exponent})"
+def read_slot_docs(run_dir: Path) -> dict[str, str]:
+    """Each ISV slot's declared meaning (its ``doc``), from the layout a fold checkpoint records; {} without one.
 
-
-def _subplots(*grid: int, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
-    """A figure and its axes, drawn headless.
-
-    matplotlib (about half a second of imports) loads only when a report is drawn,
-    so the other commands start without it, and only through ``Figure``: no pyplot
-    and no backend switch in the process that builds the report (its PNG canvas is Agg).
+    Only captions come from here: a checkpoint that cannot be read leaves the plots without them (``foxhunt
+    backtest`` is what names a damaged checkpoint), and every text is escaped where it reaches the page.
     """
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=figsize)
-    return figure, figure.subplots(*grid, **kwargs)
-
-
-def _figure_to_img(figure: Figure, alt: str) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="{_text(alt)}" src="data:image/png;base64,{encoded}">'
+    for path in sorted((run_dir / "checkpoints").glob("*/metadata.json")):
+        try:
+            slots = json.loads(path.read_text(encoding="utf-8"))["isv"]["slots"]
+            return {str(slot["name"]): str(slot.get("doc", "")) for slot in slots}
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return {}
 
 
-def _equity_plot(fold: int, curves: dict[str, np.ndarray], title: str, window: str) -> str:
-    figure, (top, bottom) = _subplots(2, 1, figsize=(9, 5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    drawn = {name: curves[name] for name in ("agent", "buy_and_hold", "flat") if name in curves}
-    scale, unit = _units(list(drawn.values()))
-    for (name, values), style in zip(drawn.items(), ("-", "--", ":")):
-        values = values / scale
-        x = np.arange(len(values))
-        top.plot(x, values, style, label=name.replace("_", " "))
-        with np.errstate(invalid="ignore"):  # an infinite peak has no drawdown: NaN, which matplotlib leaves out
-            drawdown = values - np.maximum.accumulate(values)
-        bottom.plot(x, drawdown, style, label=name.replace("_", " "))
-    top.set_title(f"fold {fold}: {title}")
-    top.set_ylabel(f"equity{unit}")
-    if drawn:
-        top.legend(loc="best")
-    bottom.set_ylabel(f"drawdown{unit}")
-    bottom.set_xlabel(f"{window} bar")
-    return _figure_to_img(figure, f"{window} equity and drawdown, fold {fold}")
+def _figure_html(plot: Plot, kind: str) -> str:
+    """``plot`` as a PNG in a ``<figure>``: the alt text, then a caption naming each panel and its legend."""
+    encoded = base64.b64encode(pictures.png(pictures.draw(plot))).decode("ascii")
+    panels = "; ".join(
+        f"{_text(panel.ylabel)} ({', '.join(_text(line.label) for line in panel.lines)})" for panel in plot.panels
+    )
+    notes = "".join(f"<br><code>{_text(name)}</code>: {_text(doc)}" for name, doc in plot.notes)
+    return (f"<figure class='{_text(kind)}'><img alt=\"{_text(plot.alt)}\" src=\"data:image/png;base64,{encoded}\">"
+            f"<figcaption>{_text(plot.title)}: {panels}{notes}</figcaption></figure>")
 
 
-def _series_plot(title: str, series: dict[str, list[float]], ylabel: str, log: bool = False) -> str:
-    figure, axis = _subplots(figsize=(9, 3.5))
-    arrays = {name: np.asarray(values, dtype=np.float64) for name, values in series.items()}
-    scale, unit = (1.0, "") if log else _units(list(arrays.values()))  # symlog draws any finite magnitude
-    for name, values in sorted(arrays.items()):
-        axis.plot(np.arange(len(values)), values / scale, label=_plot_label(name))
-    axis.set_title(title)
-    axis.set_xlabel("epoch (all folds, in order)")
-    axis.set_ylabel(f"{ylabel}{unit}")
-    if log:
-        axis.set_yscale("symlog", linthresh=1e-3)
-    if len(series) <= 12:
-        axis.legend(loc="best", fontsize=7)
-    return _figure_to_img(figure, title)
+def _image_html(data: bytes, alt: str, kind: str) -> str:
+    encoded = base64.b64encode(data).decode("ascii")
+    return f"<figure class='{_text(kind)}'><img alt=\"{_text(alt)}\" src=\"data:image/png;base64,{encoded}\"></figure>"
 
 
-def _actions_plot(actions: dict[str, Any]) -> str:
-    figure, axes = _subplots(1, len(actions), figsize=(3 * max(len(actions), 1), 3))
-    axes = np.atleast_1d(axes)
-    for axis, (branch, counts) in zip(axes, sorted(actions.items())):
-        pairs = counts.items() if isinstance(counts, dict) else enumerate(counts if isinstance(counts, list) else [])
-        shown = [(_plot_label(label), float(value)) for label, value in pairs if _is_number(value)]
-        total = sum(value for _, value in shown) or 1.0
-        axis.bar([label for label, _ in shown], [value / total for _, value in shown])
-        axis.set_title(_plot_label(str(branch).lower()))
-        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
-    axes[0].set_ylabel("share of actions")
-    return _figure_to_img(figure, "action distribution per branch")
-
-
-def _collect_series(metrics: list[dict[str, Any]], key: str) -> dict[str, list[float]]:
-    """Per-epoch numbers under ``key`` by name (a list value gives ``name[i]`` series); other values are skipped."""
-    series: dict[str, list[float]] = defaultdict(list)
-    for row in metrics:
-        values = row.get(key)
-        for name, value in (values.items() if isinstance(values, dict) else ()):
-            if isinstance(value, list):
-                for index, item in enumerate(value):
-                    if _is_number(item):
-                        series[f"{name}[{index}]"].append(float(item))
-            elif _is_number(value):
-                series[name].append(float(value))
-    return dict(series)
+def _cell(metrics: dict[str, Any], column: str) -> str:
+    if column == "round_trips" and column not in metrics:
+        return _figure(metrics.get("trades", float("nan")))  # summary.json written when round trips were "trades"
+    if column == "fills" and column not in metrics:
+        return "n/a"
+    return _figure(metrics.get(column, float("nan")))
 
 
 def _summary_table(summary: dict[str, Any], window: str) -> str:
     """Per fold and all-fold figures of every policy on ``window`` ("test" or "validation")."""
-    header = "".join(f"<th>{_text(c)}</th>" for c in ("fold", "policy", *METRIC_COLUMNS))
+    header = "".join(f"<th>{_text(c.replace('_', ' '))}</th>" for c in ("fold", "policy", *METRIC_COLUMNS))
     rows = []
     for fold in summary.get("folds", []):
         for policy in POLICIES:
             metrics = fold.get(window, {}).get(policy, {})
-            cells = "".join(f"<td>{_figure(metrics.get(c, float('nan')))}</td>" for c in METRIC_COLUMNS)
+            cells = "".join(f"<td>{_cell(metrics, c)}</td>" for c in METRIC_COLUMNS)
             rows.append(f"<tr><td>{_text(fold.get('fold'))}</td><td>{_text(policy)}</td>{cells}</tr>")
     overall = summary.get(WINDOW_SECTIONS[window][0], {})
     for policy in POLICIES:
         metrics = overall.get(policy, {})
         if metrics:
-            cells = "".join(f"<td>{_figure(metrics.get(c, float('nan')))}</td>" for c in METRIC_COLUMNS)
+            cells = "".join(f"<td>{_cell(metrics, c)}</td>" for c in METRIC_COLUMNS)
             rows.append(f"<tr class='overall'><td>all</td><td>{_text(policy)}</td>{cells}</tr>")
-    return f"<table class='{_text(window)}'><tr>{header}</tr>{''.join(rows)}</table>"
+    return (f"<table class='{_text(window)}'><tr>{header}</tr>{''.join(rows)}</table>"
+            f"<p class='definitions'>{COUNTS_DEFINITION}</p>")
 
 
 def _account_notice(summary: dict[str, Any], window: str, key: str, describe: Any, lead: str) -> list[str]:
@@ -324,7 +262,7 @@ def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list
         number = _fold_number(fold.get("fold"))
         path = run_dir / "equity" / equity_file_name(number, window) if number is not None else None
         if path is not None and path.is_file():
-            parts.append(_equity_plot(number, read_equity(path), plot_title, window))
+            parts.append(_figure_html(pictures.equity_plot(number, read_equity(path), plot_title, window), "equity"))
     return parts
 
 
@@ -336,6 +274,44 @@ def _fault_notice(summary: dict[str, Any]) -> list[str]:
     return [f"<p class='bankrupt'><strong>Stopped by a numerical fault</strong> in fold {_text(fault.get('fold'))}, "
             f"epoch {_text(fault.get('epoch'))}: the first NaN or infinity came from {_text(fault.get('source'))}. "
             "The figures below cover only the folds finished before it.</p>"]
+
+
+def _counters_table(counters: list[pictures.Counter]) -> str:
+    """Counter slots' values at each fold's last epoch (the rule: :mod:`foxhunt.trainer.report_figures`)."""
+    folds = list(dict.fromkeys(fold for counter in counters for fold, _ in counter.by_fold))
+    header = "".join(f"<th>fold {_text(fold)}</th>" for fold in folds)
+    rows = []
+    for counter in counters:
+        values = dict(counter.by_fold)
+        cells = "".join(f"<td>{_figure(values[f], '.0f') if f in values else ''}</td>" for f in folds)
+        rows.append(f"<tr><td>{_text(counter.name)}</td>{cells}<td class='doc'>{_text(counter.doc)}</td></tr>")
+    return ("<h3>Counters</h3><p>Slots that count (whole numbers that never fall within a fold and grow at some "
+            "point): not plotted beside the values, here at the end of each fold.</p>"
+            f"<table class='counters'><tr><th>slot</th>{header}<th>meaning</th></tr>{''.join(rows)}</table>")
+
+
+def _training_sections(metrics: list[dict[str, Any]], docs: dict[str, str]) -> list[str]:
+    """The per-epoch pictures of ``metrics.jsonl`` (against epochs) and the last epoch's action shares."""
+    sections = []
+    axis = pictures.EpochAxis.of(metrics)
+    grad = pictures.series_plot("gradient norms", metrics, "grad_norms", "L2 norm", axis, log=True)
+    if grad is not None:
+        sections += ["<h2>Gradient norms per loss component (pre-clip)</h2>", _figure_html(grad, "series")]
+    plots, counters = pictures.adaptive_plots(metrics, docs, axis)
+    if plots or counters:
+        sections.append("<h2>Adaptive ISV values</h2><p>One picture per slot group, one panel per slot; under each, "
+                        "what its slots mean as their plugins declare it.</p>")
+        sections += [_figure_html(plot, "adaptive") for plot in plots]
+        if counters:
+            sections.append(_counters_table(counters))
+    losses = pictures.series_plot("loss per component", metrics, "losses", "loss", axis, log=True)
+    if losses is not None:
+        sections += ["<h2>Losses per component</h2>", _figure_html(losses, "series")]
+    actions = metrics[-1].get("actions") if metrics else None
+    if isinstance(actions, dict) and actions:
+        sections.append("<h2>Action distribution per branch (last epoch)</h2>")
+        sections.append(_image_html(pictures.actions_png(actions), "action distribution per branch", "actions"))
+    return sections
 
 
 def build_report(run_dir: Path) -> Path:
@@ -355,22 +331,7 @@ def build_report(run_dir: Path) -> Path:
         cells = "".join(f"<tr><td>{_text(name)}</td><td>{_figure(share, '.3f')}</td></tr>"
                         for name, share in sorted(budgets.items()))
         sections.append(f"<h2>Loss components and their gradient budgets</h2><table><tr><th>component</th><th>budget</th></tr>{cells}</table>")
-    grad = _collect_series(metrics, "grad_norms")
-    if grad:
-        sections.append("<h2>Gradient norms per loss component (pre-clip)</h2>")
-        sections.append(_series_plot("gradient norms", grad, "L2 norm", log=True))
-    adaptive = _collect_series(metrics, "adaptive")
-    if adaptive:
-        sections.append("<h2>Adaptive ISV values</h2>")
-        sections.append(_series_plot("adaptive values over training", adaptive, "value"))
-    losses = _collect_series(metrics, "losses")
-    if losses:
-        sections.append("<h2>Losses per component</h2>")
-        sections.append(_series_plot("loss per component", losses, "loss", log=True))
-    actions = metrics[-1].get("actions") if metrics else None
-    if isinstance(actions, dict) and actions:
-        sections.append("<h2>Action distribution per branch (last epoch)</h2>")
-        sections.append(_actions_plot(actions))
+    sections += _training_sections(metrics, read_slot_docs(run_dir))
     title = _text(f"foxhunt run {run_dir.name}")
     document = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -380,7 +341,9 @@ table {{ border-collapse: collapse; font-size: 0.9em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 tr.overall {{ font-weight: bold; }}
 p.bankrupt {{ color: #a00; }}
-img {{ display: block; margin: 1em 0; max-width: 100%; }}
+img {{ display: block; margin: 1em 0 0.3em; max-width: 100%; }}
+figure {{ margin: 0 0 1.5em; }}
+figcaption, p.definitions, td.doc {{ font-size: 0.85em; color: #444; text-align: left; }}
 </style></head>
 <body><h1>{title}</h1>
 <p>Dataset: {_text(summary.get('data', ''))} &middot; seed {_text(summary.get('seed', ''))}

@@ -70,6 +70,9 @@ def test_train_prints_the_summary_table_and_the_run_directory(trained: tuple[Pat
     assert "buy and hold" in result.stdout
     test_title, validation_title = result.stdout.index("TEST (out of sample"), result.stdout.index("validation (the window")
     assert test_title < validation_title  # the reported figure first, the selection window apart and labelled
+    words = " ".join(result.stdout.split())  # rich wraps the table to the terminal's width
+    assert "fills" in words and "round trips" in words and "trades" not in words
+    assert "fills: bars on which an order filled; round trips: positions closed or reversed" in words
     assert str(run_dir) in result.stdout.replace("\n", "")
     assert "Traceback" not in result.output
 
@@ -149,6 +152,11 @@ def test_summary_has_every_metric_per_fold_and_overall(summary: dict[str, Any]) 
     for overall, window in ((summary["overall"], "test"), (summary["validation_overall"], "validation")):
         assert overall["flat"]["net_pnl"] == 0.0
         assert overall["agent"]["net_pnl"] == pytest.approx(sum(f[window]["agent"]["net_pnl"] for f in summary["folds"]))
+    for fold in summary["folds"]:  # buy-and-hold enters once and never closes: turnover with no round trip
+        assert fold["test"]["buy_and_hold"]["fills"] == 1 and fold["test"]["buy_and_hold"]["round_trips"] == 0
+        assert fold["test"]["flat"]["fills"] == fold["test"]["flat"]["round_trips"] == 0
+        assert fold["test"]["agent"]["fills"] >= fold["test"]["agent"]["round_trips"]
+    assert summary["overall"]["buy_and_hold"]["fills"] == 2 and "trades" not in summary["overall"]["agent"]
     first, second = summary["folds"]
     for fold in (first, second):
         assert fold["train_window"][1] <= fold["validation_window"][0]

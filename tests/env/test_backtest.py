@@ -36,7 +36,8 @@ def test_buy_and_hold_equals_a_direct_computation_from_prices() -> None:
     assert bh.sharpe == pytest.approx(returns.mean() / returns.std(ddof=1) * math.sqrt(252.0))
     peak = np.maximum.accumulate(equity)
     assert bh.max_drawdown == pytest.approx(((peak - equity) / peak).max())
-    assert bh.exposure == 1.0 and bh.trades == 0
+    # One fill (the entry) and no round trip: the position is never closed, yet the turnover is a contract's notional
+    assert bh.exposure == 1.0 and bh.fills == 1 and bh.round_trips == 0
     assert bh.turnover == pytest.approx(prices[start + 1, 0] * TEST_INSTRUMENT.multiplier / config.initial_cash)
 
 
@@ -44,7 +45,7 @@ def test_flat_has_zero_pnl_and_the_agent_result_is_complete() -> None:
     prices, features = synthetic_market(8, bars=200)
     report = backtest_with_baselines(constant_policy(Direction.LONG), prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
     flat = report.flat
-    assert flat.net_pnl == 0 and flat.trades == 0 and flat.exposure == 0 and flat.turnover == 0
+    assert flat.net_pnl == 0 and flat.fills == flat.round_trips == 0 and flat.exposure == 0 and flat.turnover == 0
     assert np.all(flat.equity == EnvConfig().initial_cash) and flat.sharpe == 0 and flat.max_drawdown == 0
     values = report.to_dict()
     for name in ("agent", "buy_and_hold", "flat"):
@@ -65,7 +66,8 @@ def test_a_trading_policy_counts_round_trips() -> None:
 
     result = backtest(alternate, prices, features, TEST_INSTRUMENT, EnvConfig(), window=WINDOW)
     steps = WINDOW[1] - WINDOW[0] - 1
-    assert result.trades == steps // 2 and 0 <= result.hit_rate <= 1
+    # FLAT (already flat: no order), LONG, FLAT, ...: every later bar fills, every second fill closes a round trip
+    assert result.fills == steps - 1 and result.round_trips == steps // 2 and 0 <= result.hit_rate <= 1
     assert result.exposure == pytest.approx((steps // 2) / steps)  # long after every second bar
 
 
@@ -73,6 +75,7 @@ def test_metric_definitions_on_a_known_curve() -> None:
     history = np.zeros((4, PS.size()))
     history[:, PS.EQUITY] = [110.0, 99.0, 121.0, 121.0]
     history[:, PS.POSITION] = [1, 1, 0, 0]
+    history[:, PS.FILL_QTY] = [1, 0, -1, 0]
     history[-1, PS.TRADES], history[-1, PS.WINS], history[-1, PS.TURNOVER] = 2, 1, 300.0
     result = result_from_history(history, 100.0, bars_per_year=4.0)
     returns = np.array([0.1, -0.1, 121 / 99 - 1, 0.0])
@@ -82,7 +85,7 @@ def test_metric_definitions_on_a_known_curve() -> None:
     assert result.sortino == pytest.approx(returns.mean() / math.sqrt(0.01 / 4) * 2.0)
     assert result.max_drawdown == pytest.approx(0.1)
     assert result.calmar == pytest.approx((1.21 ** (4.0 / 4) - 1) / 0.1)
-    assert (result.turnover, result.trades, result.hit_rate, result.exposure) == (3.0, 2, 0.5, 0.5)
+    assert (result.turnover, result.fills, result.round_trips, result.hit_rate, result.exposure) == (3.0, 2, 2, 0.5, 0.5)
 
 
 def test_prices_times_1e12_on_the_zero_margin_equity_preset_stop_at_bankruptcy_and_say_so() -> None:
@@ -107,6 +110,7 @@ def test_prices_times_1e12_on_the_zero_margin_equity_preset_stop_at_bankruptcy_a
     assert len(result.equity) == end - start and np.all(result.equity[ruin:] == result.equity[ruin])
     assert result.net_pnl == result.equity[ruin] - EnvConfig().initial_cash < -EnvConfig().initial_cash
     assert metrics_of(result)["bankrupt_bar"] == start + ruin
+    assert result.fills == 1  # the entry; the held rows after the ruin repeat the last step, not counted again
     assert result.to_dict()["bankrupt_bar"] == start + ruin
     (event,) = [entry for entry in logs if entry["event"] == "backtest_bankrupt"]
     assert event["bar"] == start + ruin and event["log_level"] == "warning"

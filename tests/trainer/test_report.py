@@ -6,13 +6,17 @@ so a value can be put anywhere a tampered or unusual file could put it, without 
 
 from __future__ import annotations
 
+import base64
 import errno
+import io
 import json
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 from trainer_testkit import invoke
 
 from foxhunt import durable
@@ -23,7 +27,8 @@ POLICIES = ("agent", "buy_and_hold", "flat")
 
 
 def metrics(**extra: Any) -> dict[str, Any]:
-    return {"net_pnl": 12.5, "sharpe": 0.4, "sortino": 0.6, "max_drawdown": 0.1, "turnover": 2.0, "trades": 3, **extra}
+    return {"net_pnl": 12.5, "sharpe": 0.4, "sortino": 0.6, "max_drawdown": 0.1, "turnover": 481.0, "fills": 950,
+            "round_trips": 0, **extra}
 
 
 def write_run(run_dir: Path, *, folds: list[dict[str, Any]] | None = None, curves: dict[int, list[float]] | None = None,
@@ -152,3 +157,160 @@ def test_equity_near_the_float64_limit_is_drawn_in_powers_of_ten(tmp_path: Path)
     run = write_run(tmp_path / "run", curves={0: [1e308, 1.5e308, 9e307, 1.7e308], 1: [1e308, float("inf"), 1e308, 1e308]})
     text = build_report(run).read_text(encoding="utf-8")
     assert 'alt="test equity and drawdown, fold 0"' in text and 'alt="validation equity and drawdown, fold 1"' in text
+
+
+# -- the page as a person reads it: pictures, their captions, the fold table -----------------------------------
+
+# Every tag the report writes; anything else on the page came from a run file unescaped.
+REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "strong", "table", "tr", "th",
+               "td", "figure", "img", "figcaption", "br", "code"}
+SLOT_DOCS = {"epsilon.branch": "exploration rate per action branch [Branch]",
+             "health.count": "updates observed this fold", "health.value": "learning health in [0, 1]"}
+
+
+class Page(HTMLParser):
+    """The report's tags, its figures (class, alt, PNG bytes, caption), its tables (class, cell texts by row) and
+    the text of the paragraph right after each table ("" when none follows)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.figures: list[dict[str, Any]] = []
+        self.tables: list[dict[str, Any]] = []
+        self.after_table: list[str] = []
+        self._into: list[str] | None = None  # where text goes now: a caption, a cell or a paragraph
+        self._table_closed = False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        self.tags.append(tag)
+        if tag == "figure":
+            self.figures.append({"class": attributes.get("class"), "caption": []})
+        elif tag == "img":
+            source = attributes["src"] or ""
+            assert source.startswith("data:image/png;base64,") and self.tags[-2] == "figure"
+            self.figures[-1]["alt"] = attributes.get("alt")
+            self.figures[-1]["png"] = base64.b64decode(source.removeprefix("data:image/png;base64,"), validate=True)
+        elif tag == "figcaption":
+            self._into = self.figures[-1]["caption"]
+        elif tag == "table":
+            self.tables.append({"class": attributes.get("class"), "rows": []})
+            self.after_table.append("")
+        elif tag == "tr":
+            self.tables[-1]["rows"].append([])
+        elif tag in ("td", "th"):
+            self._into = []
+            self.tables[-1]["rows"][-1].append(self._into)
+        elif tag == "p" and self._table_closed:
+            self._into = []
+            self.after_table[-1] = self._into
+        self._table_closed = False
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("figcaption", "td", "th", "p"):
+            self._into = None
+        if tag == "table":
+            self.tables[-1]["rows"] = [["".join(cell) for cell in row] for row in self.tables[-1]["rows"]]
+            self._table_closed = True
+        if tag == "p" and self.after_table and isinstance(self.after_table[-1], list):
+            self.after_table[-1] = "".join(self.after_table[-1])
+
+    def handle_data(self, data: str) -> None:
+        if self._into is not None:
+            self._into.append(data)
+
+
+def training_rows() -> list[dict[str, Any]]:
+    """Two folds of three epochs of ``metrics.jsonl``: a counter in the hundreds beside values near 0 and 1."""
+    found = []
+    for fold in range(2):
+        for epoch in range(3):
+            step = epoch + 1
+            found.append({
+                "fold": fold, "epoch": epoch, "losses": {"c51": 2.0 / step, "mse": 0.5 / step},
+                "grad_norms": {"c51": 0.03 * step, "combined": 0.2 / step}, "budgets": {"c51": 0.6, "mse": 0.4},
+                "adaptive": {"health.count": 400.0 * step, "health.value": 0.5 + 0.05 * step,
+                             "epsilon.branch": [0.6 / step, 0.5 / step, 0.55 / step, 0.62 / step],
+                             "epsilon.fold_start": 96.0 * fold, "gamma.branch": [0.99, 0.98, 0.97, 0.96 + 0.001 * epoch],
+                             "kelly.cap": 1.0, "tau.value": 0.005 * step},
+                "actions": {"DIRECTION": {"SHORT": 3, "FLAT": 5, "LONG": 4, "HOLD": 2}},
+            })
+    return found
+
+
+def write_training(run: Path, rows: list[dict[str, Any]], docs: dict[str, str]) -> Path:
+    """``metrics.jsonl`` and a fold checkpoint's metadata recording the slots' declared meanings."""
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (run / "checkpoints" / "fold_0").mkdir(parents=True)
+    slots = [{"name": name, "width": 1, "owner": "x", "init": 0.0, "doc": doc} for name, doc in docs.items()]
+    (run / "checkpoints" / "fold_0" / "metadata.json").write_text(json.dumps({"isv": {"slots": slots}}), encoding="utf-8")
+    return run
+
+
+@pytest.fixture(scope="module")
+def trained_page(tmp_path_factory: pytest.TempPathFactory) -> Page:
+    run = write_training(write_run(tmp_path_factory.mktemp("report") / "run"), training_rows(), SLOT_DOCS)
+    return Page(build_report(run).read_text(encoding="utf-8"))
+
+
+def test_every_picture_is_a_png_of_more_than_one_colour_in_a_figure_with_alt_text(trained_page: Page) -> None:
+    assert set(trained_page.tags) <= REPORT_TAGS
+    assert trained_page.tags.count("img") == len(trained_page.figures) == 2 * 2 + 2 + 5 + 1
+    for figure in trained_page.figures:
+        image = Image.open(io.BytesIO(figure["png"]))
+        image.load()  # decodes the whole image: a truncated or corrupt PNG raises here
+        assert image.format == "PNG" and min(image.size) > 100, figure["alt"]
+        extrema = image.convert("RGB").getextrema()  # (lowest, highest) per colour band
+        assert any(low < high for low, high in extrema), figure["alt"]  # more than one colour: not a blank canvas
+        assert figure["alt"]
+
+
+def test_adaptive_values_are_one_figure_per_slot_group_and_counters_a_table(trained_page: Page) -> None:
+    adaptive = {figure["alt"]: "".join(figure["caption"]) for figure in trained_page.figures if figure["class"] == "adaptive"}
+    assert set(adaptive) == {f"adaptive values of {group}.*" for group in ("epsilon", "gamma", "health", "kelly", "tau")}
+    # Each caption names the group's panels and, in brackets, the legend of each; then what the slots mean
+    assert "epsilon.branch (direction, magnitude, order_type, urgency)" in adaptive["adaptive values of epsilon.*"]
+    assert "health.value (health.value)" in adaptive["adaptive values of health.*"]
+    assert "health.value: learning health in [0, 1]" in adaptive["adaptive values of health.*"]
+    assert not any("health.count" in caption or "fold_start" in caption for caption in adaptive.values())
+    (counters,) = [table for table in trained_page.tables if table["class"] == "counters"]
+    assert counters["rows"] == [["slot", "fold 0", "fold 1", "meaning"],
+                                ["epsilon.fold_start", "0", "96", ""],
+                                ["health.count", "1200", "1200", "updates observed this fold"]]
+    series = [figure["alt"] for figure in trained_page.figures if figure["class"] == "series"]
+    assert series == ["gradient norms", "loss per component"]
+
+
+def test_the_fold_table_counts_fills_and_round_trips_beside_their_definition(trained_page: Page) -> None:
+    for window in ("test", "validation"):
+        index = next(i for i, table in enumerate(trained_page.tables) if table["class"] == window)
+        header, first, *_ = trained_page.tables[index]["rows"]
+        assert header[-3:] == ["turnover", "fills", "round trips"]
+        assert first[:2] == ["0", "agent"] and first[-3:] == ["481", "950", "0"]  # 481x turnover is 950 fills
+        definition = trained_page.after_table[index]
+        assert definition.startswith("fills: bars on which an order filled")
+        assert "round trips: positions closed back to flat or reversed" in definition
+
+
+def test_a_summary_written_when_round_trips_were_trades_still_reads(tmp_path: Path) -> None:
+    old = {"net_pnl": 1.0, "sharpe": 0.1, "sortino": 0.1, "max_drawdown": 0.1, "turnover": 2.0, "trades": 7}
+    folds = [{"fold": 0, "test": {p: old for p in POLICIES}, "validation": {p: old for p in POLICIES}}]
+    page = Page(build_report(write_run(tmp_path / "run", folds=folds)).read_text(encoding="utf-8"))
+    (test,) = [table for table in page.tables if table["class"] == "test"]
+    assert test["rows"][1][-3:] == ["2", "n/a", "7"]  # round trips from "trades"; fills were not counted then
+
+
+def test_slot_names_docs_and_folds_from_the_run_arrive_escaped(tmp_path: Path) -> None:
+    rows = [{"fold": SCRIPT if index < 2 else 1, "epoch": index,
+             "adaptive": {SCRIPT: float(index), f"{SCRIPT}.value": 0.5 * index, "tau.value": 0.01}}
+            for index in range(4)]
+    run = write_training(write_run(tmp_path / "run"), rows, {SCRIPT: SCRIPT, "tau.value": '"><img src=x onerror=1>'})
+    text = build_report(run).read_text(encoding="utf-8")
+    page = Page(text)
+    assert set(page.tags) <= REPORT_TAGS and "<script" not in text.lower() and "<img src=x" not in text
+    (counters,) = [table for table in page.tables if table["class"] == "counters"]
+    assert counters["rows"][0][1] == f"fold {SCRIPT}" and counters["rows"][1] == [SCRIPT, "1", "3", SCRIPT]
+    captions = ["".join(figure["caption"]) for figure in page.figures if figure["class"] == "adaptive"]
+    assert any('tau.value: "><img src=x onerror=1>' in caption for caption in captions)

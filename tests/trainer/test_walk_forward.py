@@ -87,22 +87,24 @@ def test_combine_is_the_sharpe_of_the_joined_returns_not_the_mean_of_fold_sharpe
     # A calm winning fold and a wild losing one: each fold's Sharpe says little about the two together.
     calm = 100.0 * np.cumprod([1.0, 1.01, 1.012, 1.009, 1.011])
     wild = 100.0 * np.cumprod([1.0, 0.8, 1.15, 0.85, 1.1])
-    combined = combine([calm, wild], [1, 2], [0.5, 1.0], bars_per_year=252.0)
+    combined = combine([calm, wild], [4, 5], [1, 2], [0.5, 1.0], bars_per_year=252.0)
     joined = np.concatenate([calm[1:] / calm[:-1], wild[1:] / wild[:-1]])
     expected = equity_ratios(np.cumprod(np.concatenate([[1.0], joined])), 252.0)[0]
     mean_of_folds = (equity_ratios(calm, 252.0)[0] + equity_ratios(wild, 252.0)[0]) / 2
     assert combined["sharpe"] == pytest.approx(expected, rel=1e-12)
     assert abs(combined["sharpe"] - mean_of_folds) > 1.0
     assert combined["net_pnl"] == pytest.approx((calm[-1] - calm[0]) + (wild[-1] - wild[0]))
-    assert combined["trades"] == 3 and combined["turnover"] == 1.5
+    assert combined["fills"] == 9 and combined["round_trips"] == 3 and combined["turnover"] == 1.5
 
 
 def test_overall_names_the_folds_whose_account_went_bankrupt() -> None:
     solvent, ruined = [100.0, 101.0, 102.0], [100.0, -50.0, -50.0]
 
     def fold(index: int, agent_curve: list[float], bankrupt_bar: int | None) -> dict:
-        agent = {"trades": 1, "turnover": 1.0, **({"bankrupt_bar": bankrupt_bar} if bankrupt_bar is not None else {})}
-        metrics = {"agent": agent, "buy_and_hold": {"trades": 0, "turnover": 1.0}, "flat": {"trades": 0, "turnover": 0.0}}
+        agent = {"fills": 2, "round_trips": 1, "turnover": 1.0,
+                 **({"bankrupt_bar": bankrupt_bar} if bankrupt_bar is not None else {})}
+        metrics = {"agent": agent, "buy_and_hold": {"fills": 1, "round_trips": 0, "turnover": 1.0},
+                   "flat": {"fills": 0, "round_trips": 0, "turnover": 0.0}}
         curves = {"agent": agent_curve, "buy_and_hold": solvent, "flat": [100.0] * 3}
         return {"fold": index, "test": metrics, "curves": {"test": curves}}
 
@@ -110,6 +112,18 @@ def test_overall_names_the_folds_whose_account_went_bankrupt() -> None:
     assert figures["agent"]["bankrupt_folds"] == [1, 2]
     assert figures["agent"]["net_pnl"] == pytest.approx(2.0 - 150.0 - 150.0)
     assert "bankrupt_folds" not in figures["buy_and_hold"] and "bankrupt_folds" not in figures["flat"]
+
+
+def test_overall_reads_folds_that_counted_round_trips_as_trades() -> None:
+    """A run stopped by a foxhunt that had only ``trades`` (round trips) and resumed by this one: its finished
+    folds' round trips are summed under the new name, and no fills figure is made up for them."""
+    curve = [100.0, 101.0, 102.0]
+    old = {"trades": 2, "turnover": 1.0}
+    new = {"fills": 5, "round_trips": 1, "turnover": 1.0}
+    results = [{"fold": k, "test": {p: figures for p in POLICIES}, "curves": {"test": {p: curve for p in POLICIES}}}
+               for k, figures in enumerate((old, new))]
+    figures = overall(results, "test", 252.0)["agent"]
+    assert figures["round_trips"] == 3 and "fills" not in figures and "trades" not in figures
 
 
 def test_report_shows_test_results_first_and_validation_results_apart(reference_run: Path) -> None:
