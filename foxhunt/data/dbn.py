@@ -197,7 +197,8 @@ def _one_instrument(path: Path, rows: np.ndarray, instrument_id: int | None) -> 
         return chosen
     if ids.size > 1:
         raise DataError(
-            f"{path}: column 'instrument_id': the file mixes instruments {ids.tolist()}; pass instrument_id= to load one of them"
+            f"{path}: column 'instrument_id': the file mixes instruments {ids.tolist()}; load one of them with "
+            f"--set data.instrument_id={ids[0]} (or another of the ids)"
         )
     return rows
 

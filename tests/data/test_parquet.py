@@ -49,7 +49,7 @@ def test_null_price_names_the_row_and_column(tmp_path):
 
 def test_missing_column_in_schema(tmp_path):
     path = tmp_path / "short.parquet"
-    pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "close": [1.0]}), path)
+    pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "high": [1.0], "close": [1.0]}), path)
     with pytest.raises(DataError, match=r"short\.parquet: schema, .*no open column"):
         load_parquet(path)
 
