@@ -251,10 +251,10 @@ def sniff_text(path: Path, source: str, *, delimiter: str | None = None, decimal
     if decimal_mark == ",":
         details.append("decimal comma")
     notes = []
-    skipped = [line for line in lines[: table.start] if line.strip()]
-    if skipped:
-        shown = "; ".join(repr(line[:80]) for line in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
-        notes.append(f"skipped {len(skipped)} line(s) above the {'header' if header else 'first row'}: {shown}")
+    written = [line for line in lines[: table.start] if line.strip()]
+    if table.start:
+        shown = "; ".join(repr(line[:80]) for line in written[:3]) + ("; ..." if len(written) > 3 else "")
+        notes.append(f"skipped {table.start} line(s) above the {'header' if header else 'first row'}: {shown or 'blank'}")
     return TextLayout(
         delimiter=table.delimiter, decimal=decimal_mark, skip_lines=table.start, header=header, names=names,
         kind=kind + "".join(f", {detail}" for detail in details), defaults=defaults, notes=tuple(notes),

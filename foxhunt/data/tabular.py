@@ -209,6 +209,7 @@ def _assemble(
     notes = list(notes)
     if columns.close_only:
         notes.append(_CLOSE_ONLY)
+        layout += ", close-only series (a time and one value column, as FRED writes)"
     if columns.volume is None:
         notes.append("no volume column: volume is zero")
     for field, name in read.items():
