@@ -35,7 +35,10 @@ def resolve_instrument(instrument: InstrumentSpec | str | None, timestamps: np.n
     try:
         base = preset(name)
     except KeyError:
-        raise DataError(f"unknown instrument preset {name!r}; known presets: {', '.join(sorted(PRESETS))}") from None
+        raise DataError(
+            f"unknown instrument preset {name!r}; known presets: {', '.join(sorted(PRESETS))} "
+            "(e.g. --set data.instrument=ES)"
+        ) from None
     if len(timestamps) < 2:
         return base, None
     spec = attrs.evolve(base, bar_frequency=bar_frequency(timestamps), bars_per_year=bars_per_year(timestamps))

@@ -10,8 +10,9 @@ another number of fields and do not start with a digit (a vendor's banner such a
 them. The first table line is a header unless one of its cells is a number or a
 time. Files without a header are recognised by shape (:func:`_headerless`):
 Binance klines, MetaTrader's date and time columns, and time followed by
-open, high, low, close (and volume), or by a close alone. Anything else is an
-error naming the ``--set data.…`` keys that say what the file holds.
+open, high, low, close (and volume), or by a close alone. Any other headerless
+file has columns ``column 1``, ``column 2``, ... and is an error naming the
+``--set data.columns`` mapping to pass, unless one is passed.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class TextLayout:
     kind: str
     defaults: dict[str, str | None] = attrs.field(factory=dict)
     notes: tuple[str, ...] = ()
+    unrecognised: str | None = None  # a headerless layout not recognised: the error, unless columns are mapped
 
     @property
     def header_lines(self) -> int:
@@ -189,36 +191,36 @@ def _decimal(rows: list[list[str]], source: str, decimal: str | None) -> str:
     return ","
 
 
-def _headerless(first: list[str], source: str) -> tuple[tuple[str, ...], str, dict[str, str | None]]:
-    """Column names, the layout's name and role defaults for a file whose first line is already data."""
+def _headerless(first: list[str], source: str) -> tuple[tuple[str, ...], str, dict[str, str | None], str | None]:
+    """Column names, the layout's name and role defaults for a file whose first line is already data, and the
+    error to raise when the shape is not recognised and the user maps no columns (``column 1``, ...)."""
     width = len(first)
     if width == 12 and re.fullmatch(r"\d{12,17}", first[0]) and re.fullmatch(r"\d{12,17}", first[6]):
-        return BINANCE_KLINES, "Binance klines (no header; open time in epoch milliseconds or microseconds)", {}
+        return BINANCE_KLINES, "Binance klines (no header; open time in epoch milliseconds or microseconds)", {}, None
     dated = _TIME.match(first[0]) and ":" not in first[0] and width > 1 and re.fullmatch(r"\d{1,2}:\d\d(:\d\d)?", first[1])
     if dated and width in (7, 9):
         names = ("date", "time", "open", "high", "low", "close", "tickvol", "vol", "spread")[:width]
         vendor = "MetaTrader" if re.fullmatch(r"\d{4}\.\d\d\.\d\d", first[0]) else "headerless"
         volume = "tick volume" if width == 7 else "real volume (tickvol and spread not read)"
-        return names, f"{vendor} export without a header: date, time, open, high, low, close, {volume}", (
-            {"volume": "tickvol"} if width == 7 else {}
-        )
+        defaults = {"volume": "tickvol"} if width == 7 else {}
+        return names, f"{vendor} export without a header: date, time, open, high, low, close, {volume}", defaults, None
     if dated and width == 6:
-        return ("date", "time", "open", "high", "low", "close"), "headerless: date, time, open, high, low, close", {
-            "volume": None
-        }
+        names = ("date", "time", "open", "high", "low", "close")
+        return names, "headerless: date, time, open, high, low, close", {"volume": None}, None
     if _value(first[0]) and width in (5, 6):
         names = ("time", "open", "high", "low", "close", "volume")[:width]
-        return names, "headerless: " + ", ".join(names), {} if width == 6 else {"volume": None}
+        return names, "headerless: " + ", ".join(names), {} if width == 6 else {"volume": None}, None
     if _value(first[0]) and width == 2:
-        return ("time", "close"), "headerless close-only series: time, close", {}
+        return ("time", "close"), "headerless close-only series: time, close", {}, None
     names = tuple(f"column {i + 1}" for i in range(width))
     example = {"time": "column 1", "open": "column 2", "high": "column 3", "low": "column 4", "close": "column 5"}
-    raise DataError(
+    problem = (
         f"{source}: the file has no header and {width} columns per line, which is not a layout foxhunt recognises "
         "(time, open, high, low, close[, volume]; MetaTrader's date, time, ...; Binance klines; time, close). "
         f"Its columns are named {', '.join(repr(n) for n in names[:3])}, ...; say which is which, e.g. "
         f"{set_columns({**example, 'volume': ''})} (volume \"\" for none)"
     )
+    return names, f"no header, {width} columns named column 1 to column {width}", {}, problem
 
 
 def _header_kind(names: list[str]) -> str:
@@ -242,11 +244,12 @@ def sniff_text(path: Path, source: str, *, delimiter: str | None = None, decimal
     rows = [cells for line in lines[table.start :] if line.strip() and len(cells := _split(line, table.delimiter)) == table.width]
     header = not any(_value(cell) for cell in first)
     decimal_mark = _decimal(rows[1:] if header else rows, source, decimal)
+    unrecognised = None
     if header:
         names = tuple(name.strip() for name in next(csv.reader([lines[table.start]], delimiter=table.delimiter)))
         kind, defaults = _header_kind(list(names)), {}
     else:
-        names, kind, defaults = _headerless(first, source)
+        names, kind, defaults, unrecognised = _headerless(first, source)
     details = [] if table.delimiter == "," else [f"{_NAMES[table.delimiter]}-separated"]
     if decimal_mark == ",":
         details.append("decimal comma")
@@ -258,4 +261,5 @@ def sniff_text(path: Path, source: str, *, delimiter: str | None = None, decimal
     return TextLayout(
         delimiter=table.delimiter, decimal=decimal_mark, skip_lines=table.start, header=header, names=names,
         kind=kind + "".join(f", {detail}" for detail in details), defaults=defaults, notes=tuple(notes),
+        unrecognised=unrecognised,
     )

@@ -250,6 +250,8 @@ def load_csv(
         raise DataError(f"{source}: no such file. Check the path (relative paths are taken from the working directory)")
     _require_utf8_text(path)
     layout = sniff_text(path, source, delimiter=delimiter, decimal=decimal)
+    if layout.unrecognised and not columns:
+        raise DataError(layout.unrecognised)
     where = f"header (line {layout.skip_lines + 1})" if layout.header else f"no header ({layout.kind})"
     colmap = resolve_columns(source, layout.names, {**layout.defaults, **(columns or {})}, where=where)
     try:

@@ -71,7 +71,10 @@ def check_timezone(timezone: str) -> str:
     try:
         zoneinfo.ZoneInfo(timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise DataError(f"unknown timezone {timezone!r}; use an IANA name such as 'UTC', 'Europe/London' or 'America/New_York'") from None
+        raise DataError(
+            f"unknown timezone {timezone!r}; use an IANA name such as 'UTC', 'Europe/London' or 'America/New_York', "
+            f"e.g. {set_option('timezone', 'America/New_York')}"
+        ) from None
     return timezone
 
 
@@ -348,7 +351,8 @@ def _localize(naive: pa.Array, timezone: str, source: str, column: str, label: R
         index = _first_bad_local(naive, timezone)
         raise DataError(
             f"{source}: {label(index)}, column {column!r}: wall time {naive[index].as_py()} does not exist or is "
-            f"ambiguous in {timezone} (a daylight-saving change). Export the data with UTC offsets, or in UTC"
+            f"ambiguous in {timezone} (a daylight-saving change), the zone data.timezone gives naive times. Export the "
+            "data with UTC offsets, or in UTC and load it without data.timezone"
         ) from None
     return np.asarray(aware.cast(pa.int64()))
 

@@ -176,6 +176,10 @@ def test_unknown_headerless_width_names_the_columns_key(tmp_path):
     message = str(caught.value)
     assert "no header and 8 columns" in message
     assert """--set 'data.columns={time="column 1", open="column 2", high="column 3", low="column 4", close="column 5", volume=""}'""" in message
+    mapped = {"time": "column 1", "open": "column 2", "high": "column 3", "low": "column 4", "close": "column 5", "volume": "column 7"}
+    market = load(str(tmp_path / "eight.csv"), columns=mapped)
+    np.testing.assert_array_equal(market.volume, [7, 7, 7])
+    assert ("volume", "column 7") in market.report.columns
 
 
 def test_thousands_or_decimal_comma_is_ambiguous_and_names_the_decimal_key(tmp_path):
