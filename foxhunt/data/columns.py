@@ -12,9 +12,10 @@ must be a deliberate ``{"close": "Adj Close"}``.
 
 Two layouts are recognised beyond the roles' names: an unnamed first column is the
 time when no column is named as one (what pandas' ``DataFrame.to_csv`` writes for
-a time index), and a file without open, high and low columns is a close-only
-series (FRED's ``DATE,SP500``) when its one remaining column, or the mapped one,
-is the close.
+a time index; ``__index_level_0__`` in its Parquet files), and a file without
+open, high and low columns is a close-only series (FRED's ``DATE,SP500``) when
+its one remaining column, or the mapped one, is the close (even ``Adj Close``:
+with no other close there is nothing to choose between).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "volume": ("volume", "vol", "v"),
 }  # fmt: skip
 _BARS = ("open", "high", "low")
+_PANDAS_INDEX = "__index_level_0__"
 
 
 def _key(name: str) -> str:
@@ -138,8 +140,9 @@ def resolve_columns(
         if role == "volume" and not hits:
             # "Volume BTC" and "Volume USDT" (a crypto export's base and quote volume): one is taken, two are a choice.
             hits = [name for name in header if _key(name).startswith(("volume ", "volume_", "vol "))]
-        if role == "time" and not hits and header and header[0].strip() == "":
-            hits = [header[0]]  # pandas' unnamed index column
+        if role == "time" and not hits:
+            # pandas' unnamed index: an empty first header cell in a CSV, __index_level_0__ in a Parquet file.
+            hits = [name for i, name in enumerate(header) if (i == 0 and not name.strip()) or name == _PANDAS_INDEX]
         if len(hits) == 1:
             chosen[role] = hits[0]
         elif len(hits) > 1:
