@@ -16,6 +16,7 @@ import click
 from foxhunt import __version__
 from foxhunt.cli.audit_commands import audit_group
 from foxhunt.cli.common import EXIT_USER_ERROR
+from foxhunt.cli.data_commands import data_group
 from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
 from foxhunt.cli.logs import configure_logging
 from foxhunt.cli.train_commands import backtest_command, datasets_group, report_command, train_command
@@ -92,6 +93,7 @@ cli.add_command(backtest_command)
 cli.add_command(report_command)
 cli.add_command(tune_command)
 cli.add_command(datasets_group)
+cli.add_command(data_group)
 cli.add_command(plugins_group)
 cli.add_command(layout_group)
 cli.add_command(registry_group)

@@ -10,6 +10,7 @@ import structlog
 
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
 from foxhunt.data.market import OHLCV, DataReport, Handover, MarketData
+from foxhunt.data.missing import missing_rows
 from foxhunt.data.validate import RowLabel, bar_frequency, bars_per_year, find_gaps, validate_bars
 from foxhunt.errors import DataError
 
@@ -34,7 +35,10 @@ def resolve_instrument(instrument: InstrumentSpec | str | None, timestamps: np.n
     try:
         base = preset(name)
     except KeyError:
-        raise DataError(f"unknown instrument preset {name!r}; known presets: {', '.join(sorted(PRESETS))}") from None
+        raise DataError(
+            f"unknown instrument preset {name!r}; known presets: {', '.join(sorted(PRESETS))} "
+            "(e.g. --set data.instrument=ES)"
+        ) from None
     if len(timestamps) < 2:
         return base, None
     spec = attrs.evolve(base, bar_frequency=bar_frequency(timestamps), bars_per_year=bars_per_year(timestamps))
@@ -61,11 +65,17 @@ def build_market(
     instrument: InstrumentSpec | str | None = None,
     notes: Sequence[str] = (),
     duplicates: str = "error",
+    missing: str = "error",
     book: np.ndarray | None = None,
     flow: np.ndarray | None = None,
+    layout: str = "",
+    columns: Sequence[tuple[str, str]] = (),
+    time_note: str = "",
 ) -> MarketData:
     """Validate ``ohlcv`` ([bars, OHLCV]) against ``ns`` (UTC int64 ns), scan for gaps, wrap it up.
 
+    Rows without values are dropped or refused by the ``missing`` policy (:mod:`foxhunt.data.missing`), then
+    identical duplicates by ``duplicates``; ``layout``, ``columns`` and ``time_note`` go into the report.
     The arrays are handed over to the :class:`MarketData` without a copy: the caller must not keep or write them.
     """
     if duplicates not in DUPLICATE_POLICIES:
@@ -77,9 +87,16 @@ def build_market(
         raise DataError(f"{source}: no data rows. Point the source at a file with bars in it")
     dropped: tuple[int, ...] = ()
     original_index = np.arange(rows_read)
+    empty, missing_note = missing_rows(source, ohlcv, missing, names=names, label=label)
+    if empty.size:
+        ns, ohlcv, original_index = np.delete(ns, empty), np.delete(ohlcv, empty, axis=0), np.delete(original_index, empty)
+        book = None if book is None else np.delete(book, empty, axis=0)
+        flow = None if flow is None else np.delete(flow, empty, axis=0)
+        if not ns.size:
+            raise DataError(f"{source}: every row's values are missing, so no bars are left. Check the file has prices")
     if duplicates == "drop_identical":
         ns, ohlcv, removed = _drop_identical(ns, ohlcv)
-        dropped = tuple(int(i) + 1 for i in removed)
+        dropped = tuple(int(original_index[i]) + 1 for i in removed)
         original_index = np.delete(original_index, removed)
         if book is not None:
             book = np.delete(book, removed, axis=0)
@@ -94,9 +111,15 @@ def build_market(
     scan = find_gaps(timestamps)
     spec, instrument_note = resolve_instrument(instrument, timestamps)
     all_notes = [*notes] + ([instrument_note] if instrument_note else [])
+    if missing_note:
+        all_notes.append(missing_note)
     if dropped:
         all_notes.append(f"dropped {len(dropped)} row(s) identical to the row before them: data rows {list(dropped[:10])}")
-    report = DataReport(rows_read=rows_read, gaps=scan.gaps, closures=scan.closures, duplicates_dropped=dropped, notes=tuple(all_notes))
+    report = DataReport(
+        rows_read=rows_read, gaps=scan.gaps, closures=scan.closures, duplicates_dropped=dropped, notes=tuple(all_notes),
+        layout=layout, columns=tuple(columns), timestamps=time_note, frequency=bar_frequency(timestamps),
+        missing_dropped=tuple(int(i) + 1 for i in empty),
+    )
     if scan.gaps:
         log.info("data_gaps", source=source, gaps=len(scan.gaps), missing_bars=report.missing_bars)
     return MarketData(

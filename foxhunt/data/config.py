@@ -8,6 +8,8 @@ import attrs
 
 from foxhunt.data.columns import ROLES
 from foxhunt.data.instrument import PRESETS
+from foxhunt.data.layout import DECIMALS, DELIMITERS
+from foxhunt.data.missing import MISSING_POLICIES
 
 __all__ = ["DataConfig"]
 
@@ -42,9 +44,15 @@ class DataConfig:
 
     ``source``: a bundled dataset name, a ``synthetic:`` spec, or a file path.
     ``instrument``: a preset name (ES, NQ, CL, 6E, EQUITY, FX) or None for the
-    source's default. ``columns``: role -> column name (volume may be None).
-    ``timezone``: IANA zone of naive timestamps. ``bar``: bar length for DBN
-    trades and MBP-10. ``duplicates``: "error" or "drop_identical".
+    source's default. ``columns``: role -> column name (volume may be None, or
+    "" in TOML, for no volume column; a headerless CSV's columns are named
+    "column 1", "column 2", ...). ``timezone``: IANA zone of naive timestamps.
+    ``bar``: bar length for DBN trades and MBP-10. ``duplicates``: "error" or
+    "drop_identical". ``missing``: what happens to rows with missing values
+    ("drop_empty", "drop" or "error"; docs/data.md, "Missing values").
+    ``delimiter`` and ``decimal``: a text file's field separator (",", ";",
+    "\\t", "|") and decimal mark ("." or ","), detected when None.
+    ``instrument_id``: the instrument to load from a DBN file holding several.
     """
 
     source: str = "eurusd-1h-2017"
@@ -54,3 +62,7 @@ class DataConfig:
     timestamp_format: str | None = None
     bar: str = attrs.field(default="1m", validator=_bar)
     duplicates: str = attrs.field(default="error", validator=attrs.validators.in_(("error", "drop_identical")))
+    missing: str = attrs.field(default="drop_empty", validator=attrs.validators.in_(MISSING_POLICIES))
+    delimiter: str | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.in_(DELIMITERS)))
+    decimal: str | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.in_(DECIMALS)))
+    instrument_id: int | None = None

@@ -30,6 +30,9 @@ from foxhunt.errors import DataError
 
 __all__ = ["load_dbn", "parse_bar", "order_flow_imbalance", "PRICE_SCALE"]
 
+# DBN times are integer nanoseconds since the Unix epoch, UTC by the format's definition.
+_TIME_NOTE = "{}: UTC nanoseconds (DBN times carry no zone to read)"
+
 PRICE_SCALE = 1e-9  # DBN prices are fixed-point integers in units of 1e-9
 _UNITS = {"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
 _LEVELS = 10
@@ -197,7 +200,8 @@ def _one_instrument(path: Path, rows: np.ndarray, instrument_id: int | None) -> 
         return chosen
     if ids.size > 1:
         raise DataError(
-            f"{path}: column 'instrument_id': the file mixes instruments {ids.tolist()}; pass instrument_id= to load one of them"
+            f"{path}: column 'instrument_id': the file mixes instruments {ids.tolist()}; load one of them with "
+            f"--set data.instrument_id={ids[0]} (or another of the ids)"
         )
     return rows
 
@@ -256,6 +260,7 @@ def _ohlcv(path: Path, rows: np.ndarray, schema: str, instrument: InstrumentSpec
         str(path), _times(path, rows, "ts_event", "record"), ohlcv,
         names=("open", "high", "low", "close", "volume"), time_column="ts_event",
         label=plain_row_label("record"), instrument=instrument, notes=(f"DBN {schema} bars", *_other_records(other)),
+        layout=f"Databento DBN, schema {schema}", time_note=_TIME_NOTE.format("ts_event"),
     )
 
 
@@ -312,6 +317,7 @@ def _trades(
         label=plain_row_label("bar"), instrument=instrument,
         notes=(f"DBN trades aggregated to {bar} bars from {rows.size} trades", *_other_records(other)),
         flow=_flow(rows, np.ones(rows.size, dtype=bool), starts),
+        layout="Databento DBN, schema trades", time_note=_TIME_NOTE.format("ts_recv"),
     )
 
 
@@ -349,6 +355,7 @@ def _mbp10(
         str(path), times, ohlcv, names=("mid", "mid", "mid", "mid", "size"), time_column="ts_recv",
         label=plain_row_label("bar"), instrument=instrument, notes=notes,
         book=book, flow=_flow(rows, is_trade, starts),
+        layout="Databento DBN, schema mbp-10", time_note=_TIME_NOTE.format("ts_recv"),
     )
 
 

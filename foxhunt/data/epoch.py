@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from foxhunt.data.validate import RowLabel
 from foxhunt.errors import DataError
 
-__all__ = ["EPOCH_TEXT", "epoch_to_ns", "epoch_text_to_int64", "integers_to_int64"]
+__all__ = ["EPOCH_TEXT", "epoch_note", "epoch_to_ns", "epoch_text_to_int64", "integers_to_int64"]
 
 # Text that is only digits and too long for %Y%m%d: Unix epoch times written as text (CSV).
 EPOCH_TEXT = r"^-?\d{9,19}$"
@@ -39,6 +39,12 @@ def _unit(magnitude: int) -> tuple[str, int, int | None, int]:
         if unit[2] is None or magnitude < unit[2]:
             return unit
     raise AssertionError("the last unit has no upper bound")
+
+
+def epoch_note(raw: np.ndarray) -> str:
+    """The unit :func:`epoch_to_ns` reads ``raw`` in, for the load report ("Unix epoch milliseconds, UTC")."""
+    unit = _unit(int(np.median(np.abs(raw)))) if raw.size else _UNITS[0]
+    return f"Unix epoch {unit[0]}, UTC"
 
 
 def epoch_to_ns(raw: np.ndarray, *, source: str, column: str, label: RowLabel) -> np.ndarray:

@@ -1,8 +1,8 @@
 """One entry point from a source string to :class:`MarketData`.
 
 A source is resolved in this order: a ``synthetic:`` spec, a bundled dataset name,
-then a file path whose extension picks the reader (.csv, .csv.gz, .parquet/.pq,
-.dbn, .dbn.zst).
+then a file path whose extension picks the reader (.csv, .txt, .tsv, each maybe
+.gz; .parquet/.pq; .dbn, .dbn.zst).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from foxhunt.data.synthetic import KINDS, PREFIX, generate
 from foxhunt.data.tabular import load_csv, load_parquet
 from foxhunt.errors import DataError
 
-__all__ = ["EXTENSIONS", "load", "load_from_config"]
+__all__ = ["EXTENSIONS", "TEXT_EXTENSIONS", "load", "load_from_config"]
 
-EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq", ".dbn", ".dbn.zst")
+# Text files: MetaTrader writes .csv or .txt, tab-separated exports are often .tsv.
+TEXT_EXTENSIONS = (".csv", ".csv.gz", ".txt", ".txt.gz", ".tsv", ".tsv.gz")
+EXTENSIONS = (*TEXT_EXTENSIONS, ".parquet", ".pq", ".dbn", ".dbn.zst")
 
 
 def load(
@@ -33,21 +35,28 @@ def load(
     timestamp_format: str | None = None,
     duplicates: str = "error",
     bar: str = "1m",
+    missing: str = "drop_empty",
+    delimiter: str | None = None,
+    decimal: str | None = None,
+    instrument_id: int | None = None,
 ) -> MarketData:
     """Load a bundled dataset, a synthetic spec or a file. Keyword options apply to files only
-    (``bar`` to DBN trades and MBP-10; the rest to CSV and Parquet)."""
+    (``bar`` and ``instrument_id`` to DBN; ``delimiter`` and ``decimal`` to CSV; the rest to CSV and Parquet)."""
     if source.startswith(PREFIX):
         return generate(source, instrument)
     if source in BUNDLED:
         return load_bundled(source, instrument)
     name = Path(source).name.lower()
-    tabular = {"columns": columns, "timezone": timezone, "timestamp_format": timestamp_format, "instrument": instrument, "duplicates": duplicates}
-    if name.endswith((".csv", ".csv.gz")):
-        return load_csv(source, **tabular)
+    tabular = {
+        "columns": columns, "timezone": timezone, "timestamp_format": timestamp_format, "instrument": instrument,
+        "duplicates": duplicates, "missing": missing,
+    }
+    if name.endswith(TEXT_EXTENSIONS):
+        return load_csv(source, **tabular, delimiter=delimiter, decimal=decimal)
     if name.endswith((".parquet", ".pq")):
         return load_parquet(source, **tabular)
     if name.endswith((".dbn", ".dbn.zst")):
-        return load_dbn(source, bar=bar, instrument=instrument)
+        return load_dbn(source, bar=bar, instrument=instrument, instrument_id=instrument_id)
     raise DataError(
         f"{source}: not a dataset name, a synthetic spec or a file with a known extension. "
         f"Datasets: {', '.join(BUNDLED)}; synthetic: {', '.join(repr(PREFIX + kind + '?...') for kind in KINDS)}; "
@@ -65,4 +74,8 @@ def load_from_config(config: DataConfig) -> MarketData:
         timestamp_format=config.timestamp_format,
         duplicates=config.duplicates,
         bar=config.bar,
+        missing=config.missing,
+        delimiter=config.delimiter,
+        decimal=config.decimal,
+        instrument_id=config.instrument_id,
     )

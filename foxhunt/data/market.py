@@ -65,10 +65,11 @@ class Gap:
 
 @attrs.frozen
 class DataReport:
-    """What loading found: gaps, expected closures, dropped duplicates and notes.
+    """What loading found: the layout, the columns used, how times were read, gaps, dropped rows and notes.
 
     Nothing is dropped or reordered silently: anything the loader did beyond
-    reading the rows as they are is written here.
+    reading the rows as they are is written here. ``describe()`` is the report
+    ``foxhunt data inspect`` prints.
     """
 
     rows_read: int = 0
@@ -76,6 +77,11 @@ class DataReport:
     closures: int = 0  # weekend / holiday steps that the gap rule treats as expected (docs/data.md)
     duplicates_dropped: tuple[int, ...] = ()  # 1-based data rows of identical repeated rows that were removed
     notes: tuple[str, ...] = ()
+    layout: str = ""  # the file layout recognised, e.g. "Yahoo Finance daily CSV"
+    columns: tuple[tuple[str, str], ...] = ()  # (role, the file's column) for each role read
+    timestamps: str = ""  # how the time column was read, with its time zone
+    frequency: str = ""  # the median bar spacing, '1h', '1d', ...
+    missing_dropped: tuple[int, ...] = ()  # 1-based data rows dropped because their values were missing
 
     @property
     def missing_bars(self) -> int:
@@ -94,7 +100,29 @@ class DataReport:
         parts.append(f"{self.closures} expected closure(s)")
         if self.duplicates_dropped:
             parts.append(f"{len(self.duplicates_dropped)} identical duplicate row(s) dropped")
+        if self.missing_dropped:
+            parts.append(f"{len(self.missing_dropped)} row(s) without values dropped")
         return ", ".join(parts) + "".join(f"; {note}" for note in self.notes)
+
+    def describe(self, gaps_shown: int = 5) -> list[str]:
+        """The report as short lines: layout, columns, times, frequency, gaps, dropped rows, notes."""
+        lines = []
+        if self.layout:
+            lines.append(f"layout: {self.layout}")
+        if self.columns:
+            lines.append("columns: " + ", ".join(f"{role} <- {name!r}" for role, name in self.columns))
+        if self.timestamps:
+            lines.append(f"timestamps: {self.timestamps}")
+        if self.frequency:
+            lines.append(f"frequency: {self.frequency}")
+        dropped = len(self.duplicates_dropped) + len(self.missing_dropped)
+        lines.append(f"rows: {self.rows_read} read, {self.rows_read - dropped} kept, {dropped} dropped")
+        lines.append(f"gaps: {len(self.gaps)} ({self.missing_bars} missing bars), {self.closures} expected closure(s)")
+        lines.extend(f"  {gap.describe()}" for gap in self.gaps[:gaps_shown])
+        if len(self.gaps) > gaps_shown:
+            lines.append(f"  ... and {len(self.gaps) - gaps_shown} more")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return lines
 
 
 @attrs.frozen(eq=False)

@@ -10,9 +10,7 @@ one record per line, i.e. no quoted line breaks); Parquet errors name the row.
 from __future__ import annotations
 
 import codecs
-import csv
 import gzip
-import io
 import os
 import re
 import zlib
@@ -28,19 +26,16 @@ import pyarrow.parquet as pq
 
 from foxhunt.data.assemble import build_market
 from foxhunt.data.columns import ColumnMap, resolve_columns
+from foxhunt.data.hints import set_option
 from foxhunt.data.instrument import InstrumentSpec
+from foxhunt.data.layout import TextLayout, open_text, sniff_text
 from foxhunt.data.market import OHLCV, MarketData
+from foxhunt.data.missing import MISSING_MARKERS
 from foxhunt.data.timeparse import parse_timestamps
 from foxhunt.data.validate import RowLabel, csv_row_label, plain_row_label
 from foxhunt.errors import DataError
 
 __all__ = ["load_csv", "load_parquet"]
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
 
 
 def _require_utf8_text(path: Path) -> None:
@@ -72,22 +67,10 @@ def _require_utf8_text(path: Path) -> None:
         raise DataError(f"{path}: cannot read the file ({error}). Check the path and that the file is complete") from None
 
 
-def _read_header(path: Path) -> list[str]:
-    try:
-        with _open_text(path) as handle:
-            header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError, EOFError, zlib.error, csv.Error) as error:
-        # EOFError and zlib.error: a truncated or damaged .gz; csv.Error: a field longer than the csv module's limit.
-        raise DataError(f"{path}: line 1: cannot read the header ({error}). Check the path and that it is UTF-8 CSV text") from None
-    if not header:
-        raise DataError(f"{path}: line 1: the file is empty; a CSV needs a header line and data rows")
-    return [name.strip() for name in header]
-
-
 def _line_of(path: Path, text: str) -> int:
     """Line number (1-based) of the first line equal to ``text``; used only to word an error."""
     try:
-        with _open_text(path) as handle:
+        with open_text(path) as handle:
             for number, line in enumerate(handle, start=1):
                 if line.rstrip("\r\n") == text:
                     return number
@@ -113,7 +96,9 @@ def _first_unparsable(text: pa.Array) -> int:
     return low
 
 
-def _numeric_into(out: np.ndarray, values: pa.ChunkedArray, source: str, column: str, label: RowLabel) -> None:
+def _numeric_into(
+    out: np.ndarray, values: pa.ChunkedArray, source: str, column: str, label: RowLabel, decimal: str = "."
+) -> None:
     """Write a column into ``out`` (a strided column of the result) as float64, NaN where empty, a chunk at a time.
 
     A chunk at a time so that no whole-column float64 or text copy exists next to the result. A DataError
@@ -124,7 +109,7 @@ def _numeric_into(out: np.ndarray, values: pa.ChunkedArray, source: str, column:
         if pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_decode()
         stop = start + len(chunk)
-        out[start:stop] = _numeric(source, chunk, column, _shifted(label, start))
+        out[start:stop] = _numeric(source, chunk, column, _shifted(label, start), decimal)
         start = stop
 
 
@@ -141,8 +126,8 @@ def _shifted(label: RowLabel, start: int) -> RowLabel:
     return lambda index: label(start + index)
 
 
-def _numeric(source: str, values: pa.Array, column: str, label: RowLabel) -> np.ndarray:
-    """float64 values, NaN where empty; a DataError at the first cell that is not a number."""
+def _numeric(source: str, values: pa.Array, column: str, label: RowLabel, decimal: str = ".") -> np.ndarray:
+    """float64 values, NaN where empty or a missing marker; a DataError at the first cell that is not a number."""
     if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_decimal(values.type):
         try:
             return np.asarray(values.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
@@ -153,14 +138,30 @@ def _numeric(source: str, values: pa.Array, column: str, label: RowLabel) -> np.
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         raise DataError(f"{source}: column {column!r} has type {values.type}; prices and volume must be numbers")
     text = pc.utf8_trim_whitespace(values)
-    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, values.type), text)
+    text = pc.if_else(pc.is_in(text, value_set=pa.array(MISSING_MARKERS, values.type)), pa.scalar(None, values.type), text)
+    shown = text
+    if decimal == ",":
+        text = pc.replace_substring(text, ",", ".")
     try:
         return np.asarray(text.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
     except pa.ArrowInvalid:
         index = _first_unparsable(text)
+        cell = shown[index].as_py()
+        hint = (
+            f"; if the file writes decimal commas, load with {set_option('decimal', ',')}"
+            if decimal == "." and "," in cell else ""
+        )
         raise DataError(
-            f"{source}: {label(index)}, column {column!r}: {text[index].as_py()!r} is not a number. Correct that cell and load again"
+            f"{source}: {label(index)}, column {column!r}: {cell!r} is not a number{hint}. Correct that cell and load again"
         ) from None
+
+
+_CLOSE_ONLY = (
+    "close-only series: open, high and low are set to the close. "
+    "That costs the intrabar information: a market order fills at the next bar's close, a limit order fills only "
+    "when the next close passes through its price (the bar's range is unknown), and spread and slippage costs apply "
+    "to closes alone"
+)
 
 
 def _assemble(
@@ -174,13 +175,22 @@ def _assemble(
     timestamp_format: str | None,
     instrument: InstrumentSpec | str | None,
     duplicates: str,
+    missing: str,
+    layout: str,
+    notes: tuple[str, ...] = (),
+    decimal: str = ".",
 ) -> MarketData:
     """Parse the columns of ``table`` into bars, dropping each column from it once it is read.
 
     ``table`` is the only reference to the file's columns (the caller keeps none), so each column's memory
     goes back as soon as it is converted: at most one column's text or numbers exists next to the result.
+    A close-only series reads its close once and copies it into open, high and low.
     """
-    uses = Counter([*columns.time, *(name for name in columns.ohlcv_names() if name in table)])
+    names = columns.ohlcv_names()
+    read = {field: names[field] for field in OHLCV if not (field == OHLCV.VOLUME and columns.volume is None)}
+    if columns.close_only:
+        read = {field: name for field, name in read.items() if field in (OHLCV.CLOSE, OHLCV.VOLUME)}
+    uses = Counter([*columns.time, *read.values()])
 
     def take(name: str) -> pa.ChunkedArray:
         uses[name] -= 1
@@ -196,17 +206,21 @@ def _assemble(
     del time_values
     _release()
     ohlcv = np.zeros((rows, OHLCV.size()), dtype=np.float64)
-    names = columns.ohlcv_names()
-    notes = [how]
-    for field in OHLCV:
-        if field == OHLCV.VOLUME and columns.volume is None:
-            notes.append("no volume column (mapped to None): volume is zero")
-            continue
-        _numeric_into(ohlcv[:, field], take(names[field]), source, names[field], label)
+    notes = list(notes)
+    if columns.close_only:
+        notes.append(_CLOSE_ONLY)
+        layout += ", close-only series (a time and one value column, as FRED writes)"
+    if columns.volume is None:
+        notes.append("no volume column: volume is zero")
+    for field, name in read.items():
+        _numeric_into(ohlcv[:, field], take(name), source, name, label, decimal)
+    if columns.close_only:
+        ohlcv[:, [OHLCV.OPEN, OHLCV.HIGH, OHLCV.LOW]] = ohlcv[:, [OHLCV.CLOSE]]
     _release()
     return build_market(
         source, ns, ohlcv, names=names, time_column=columns.time_label, label=label,
-        instrument=instrument, notes=notes, duplicates=duplicates,
+        instrument=instrument, notes=notes, duplicates=duplicates, missing=missing,
+        layout=layout, columns=columns.roles(), time_note=how,
     )
 
 
@@ -217,33 +231,42 @@ def load_csv(
     timestamp_format: str | None = None,
     instrument: InstrumentSpec | str | None = None,
     duplicates: str = "error",
+    missing: str = "drop_empty",
+    delimiter: str | None = None,
+    decimal: str | None = None,
 ) -> MarketData:
-    """Load an OHLCV CSV (optionally ``.gz``); see docs/data.md for detection and validation rules.
+    """Load a text file of bars (optionally ``.gz``); see docs/data.md for the layouts, detection and validation.
 
-    ``columns`` maps roles (time, open, high, low, close, volume) to header names;
+    ``columns`` maps roles (time, open, high, low, close, volume) to column names;
     ``timezone`` is the IANA zone of naive timestamps; ``timestamp_format`` is a
     strptime format for the time column (detected when None); ``instrument`` is a
-    spec or preset name; ``duplicates`` is "error" or "drop_identical".
+    spec or preset name; ``duplicates`` is "error" or "drop_identical"; ``missing``
+    is "drop_empty", "drop" or "error" (:mod:`foxhunt.data.missing`);
+    ``delimiter`` and ``decimal`` are detected when None (:mod:`foxhunt.data.layout`).
     """
     path = Path(path)
     source = str(path)
     if not path.is_file():
         raise DataError(f"{source}: no such file. Check the path (relative paths are taken from the working directory)")
     _require_utf8_text(path)
-    header = _read_header(path)
-    colmap = resolve_columns(source, header, columns)
+    layout = sniff_text(path, source, delimiter=delimiter, decimal=decimal)
+    if layout.unrecognised and not columns:
+        raise DataError(layout.unrecognised)
+    where = f"header (line {layout.skip_lines + 1})" if layout.header else f"no header ({layout.kind})"
+    colmap = resolve_columns(source, layout.names, {**layout.defaults, **(columns or {})}, where=where)
     try:
-        table = _read_csv(path, source, header, colmap, typed=True)
+        table = _read_csv(path, source, layout, colmap, typed=True)
     except _NotNumbers:
         # A cell arrow could not read as a number: read every column as text, which finds and names that cell
         # (and reads numbers padded with spaces, which the typed reader refuses).
-        table = _read_csv(path, source, header, colmap, typed=False)
+        table = _read_csv(path, source, layout, colmap, typed=False)
     rows = _rows_before_trailing_blanks(table)
     columns_of = {name: table.column(name).slice(0, rows) for name in dict.fromkeys(colmap.needed)}
     del table
     return _assemble(
-        source, columns_of, rows, colmap, csv_row_label(1),
+        source, columns_of, rows, colmap, csv_row_label(layout.header_lines),
         timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,
+        missing=missing, layout=layout.kind, notes=layout.notes, decimal=layout.decimal,
     )
 
 
@@ -269,7 +292,7 @@ class _NotNumbers(Exception):
     """The typed read met a cell that is not a number (private: load_csv then reads text)."""
 
 
-def _read_csv(path: Path, source: str, header: list[str], colmap: ColumnMap, *, typed: bool) -> pa.Table:
+def _read_csv(path: Path, source: str, layout: TextLayout, colmap: ColumnMap, *, typed: bool) -> pa.Table:
     """The needed columns only: times as text, prices and volume as float64 (``typed``) or text.
 
     Reading numbers as float64 straight away, rather than text then a cast, keeps the file's text out of
@@ -287,24 +310,33 @@ def _read_csv(path: Path, source: str, header: list[str], colmap: ColumnMap, *, 
     try:
         table = pv.read_csv(
             path,
-            parse_options=pv.ParseOptions(invalid_row_handler=on_invalid, ignore_empty_lines=False),
+            read_options=pv.ReadOptions(
+                skip_rows=layout.skip_lines, column_names=None if layout.header else list(layout.names)
+            ),
+            parse_options=pv.ParseOptions(
+                delimiter=layout.delimiter, invalid_row_handler=on_invalid, ignore_empty_lines=False
+            ),
             convert_options=pv.ConvertOptions(
                 include_columns=list(dict.fromkeys(colmap.needed)),
                 column_types=types,
-                null_values=[""],
+                null_values=list(MISSING_MARKERS),
                 strings_can_be_null=False,
+                decimal_point=layout.decimal,
             ),
         )
     except (pa.ArrowInvalid, OSError) as error:
         if typed and "conversion error" in str(error):
             raise _NotNumbers() from None
-        raise DataError(f"{source}: cannot parse as CSV ({error}). Check the delimiter is ',' and the file is not truncated") from None
+        raise DataError(
+            f"{source}: cannot parse as CSV with {layout.delimiter!r} between fields ({error}). Check the file is not "
+            f"truncated; if another separator is right, give it, e.g. {set_option('delimiter', ';')}"
+        ) from None
     if bad_rows:
         line = _line_of(path, bad_rows[0])
         where = f"line {line}" if line else "a line"
         raise DataError(
-            f"{source}: {where}: {bad_rows[0]!r} has a different number of fields than the header's {len(header)} "
-            f"(columns {header}). Fix that line and load again"
+            f"{source}: {where}: {bad_rows[0]!r} has a different number of fields than the {len(layout.names)} of "
+            f"{'the header' if layout.header else 'the first row'} (columns {list(layout.names)}). Fix that line and load again"
         )
     return table
 
@@ -338,6 +370,7 @@ def load_parquet(
     timestamp_format: str | None = None,
     instrument: InstrumentSpec | str | None = None,
     duplicates: str = "error",
+    missing: str = "drop_empty",
 ) -> MarketData:
     """Load an OHLCV Parquet file; same arguments and rules as :func:`load_csv`, errors name 1-based rows.
 
@@ -362,4 +395,5 @@ def load_parquet(
     return _assemble(
         source, columns_of, rows, colmap, plain_row_label("row"),
         timezone=timezone, timestamp_format=timestamp_format, instrument=instrument, duplicates=duplicates,
+        missing=missing, layout="Parquet",
     )

@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from foxhunt.data.epoch import EPOCH_TEXT, epoch_text_to_int64, epoch_to_ns, integers_to_int64
+from foxhunt.data.epoch import EPOCH_TEXT, epoch_note, epoch_text_to_int64, epoch_to_ns, integers_to_int64
+from foxhunt.data.hints import set_option
 from foxhunt.data.validate import RowLabel
 from foxhunt.errors import DataError
 
@@ -70,7 +71,10 @@ def check_timezone(timezone: str) -> str:
     try:
         zoneinfo.ZoneInfo(timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise DataError(f"unknown timezone {timezone!r}; use an IANA name such as 'UTC', 'Europe/London' or 'America/New_York'") from None
+        raise DataError(
+            f"unknown timezone {timezone!r}; use an IANA name such as 'UTC', 'Europe/London' or 'America/New_York', "
+            f"e.g. {set_option('timezone', 'America/New_York')}"
+        ) from None
     return timezone
 
 
@@ -108,7 +112,7 @@ def parse_timestamps(
         return _localize(ns, timezone, source, column, label), f"{column}: dates read as midnight {timezone}"
     if pa.types.is_integer(kind):
         raw = integers_to_int64(values, source=source, column=column, label=label)
-        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: integer Unix epoch times"
+        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: {epoch_note(raw)}"
     raise DataError(
         f"{source}: column {column!r} has type {kind}, which is not a timestamp; "
         "give text, integer epoch or timestamp values, or map another column as the time column"
@@ -160,7 +164,7 @@ def _parse_text(
                 pc.utf8_trim_whitespace(piece), source=source, column=column, label=_shifted(label, start)
             )
         # One unit for the whole column, from its median: decided over every row, not per slice.
-        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: integer Unix epoch times"
+        return epoch_to_ns(raw, source=source, column=column, label=label), f"{column}: {epoch_note(raw)}"
     has_time = any(pc.any(pc.match_substring(piece, ":")).as_py() for _, piece in _pieces(text))
 
     def split(start: int, piece: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array | None, pa.Array | None]:
@@ -205,8 +209,8 @@ def _parse_text(
             )
         return ns, f"{column}: parsed with {fmt!r} and per-row UTC offsets (timezone setting not needed)"
     if timezone == "UTC":
-        return ns, f"{column}: parsed with {fmt!r} as UTC"
-    note = f"{column}: parsed with {fmt!r} as {timezone} wall time"
+        return ns, f"{column}: parsed with {fmt!r}; no UTC offset written, so read as UTC (data.timezone)"
+    note = f"{column}: parsed with {fmt!r}; no UTC offset written, so read as {timezone} wall time (data.timezone)"
     return _localize(pa.array(ns, pa.timestamp("ns")), timezone, source, column, label), note
 
 
@@ -226,7 +230,7 @@ def _detect_format(text: pa.ChunkedArray, split, source: str, column: str, label
         shown = first[0].as_py() if len(first) else ""
         raise DataError(
             f"{source}: {label(0)}, column {column!r}: cannot recognise the timestamp format of {shown!r}. "
-            "Pass timestamp_format= (strptime syntax, e.g. '%d.%m.%Y %H:%M:%S')"
+            "Give its strptime format, e.g. " + set_option("timestamp_format", "%d.%m.%Y %H:%M:%S")
         )
     if len(survivors) == 1:
         return survivors[0]  # complete or not, it is the choice; parsing reports its first failure
@@ -254,7 +258,8 @@ def _detect_format(text: pa.ChunkedArray, split, source: str, column: str, label
     if distinct:
         raise DataError(
             f"{source}: column {column!r}: timestamps are ambiguous, both {formats[0]!r} and {distinct[0]!r} parse "
-            "every row with different results (day/month order). Pass timestamp_format= to say which"
+            f"every row with different results (day/month order). Say which with {set_option('timestamp_format', formats[0])} "
+            f"or {set_option('timestamp_format', distinct[0])}"
         )
     return formats[0]
 
@@ -263,7 +268,8 @@ def _bad_text(source: str, label: RowLabel, column: str, text: pa.Array, index: 
     hint = f"it does not match the format {fmt!r}" if fmt else "it is not a recognisable timestamp"
     raise DataError(
         f"{source}: {label(index)}, column {column!r}: cannot parse timestamp {text[index].as_py()!r}; {hint}. "
-        "Correct that row, or pass timestamp_format= (strptime syntax) if the whole column uses another format"
+        "Correct that row, or if the whole column uses another format give it in strptime syntax, e.g. "
+        + set_option("timestamp_format", "%d.%m.%Y %H:%M:%S")
     )
 
 
@@ -345,7 +351,8 @@ def _localize(naive: pa.Array, timezone: str, source: str, column: str, label: R
         index = _first_bad_local(naive, timezone)
         raise DataError(
             f"{source}: {label(index)}, column {column!r}: wall time {naive[index].as_py()} does not exist or is "
-            f"ambiguous in {timezone} (a daylight-saving change). Export the data with UTC offsets, or in UTC"
+            f"ambiguous in {timezone} (a daylight-saving change), the zone data.timezone gives naive times. Export the "
+            "data with UTC offsets, or in UTC and load it without data.timezone"
         ) from None
     return np.asarray(aware.cast(pa.int64()))
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import numpy as np
 
+from foxhunt.data.hints import set_option
 from foxhunt.data.market import OHLCV, Gap
 from foxhunt.errors import DataError
 
@@ -142,7 +143,16 @@ def check_order(source: str, timestamps: np.ndarray, time_column: str, label: Ro
     i = int(bad[0]) + 1
     if ns[i] == ns[i - 1]:
         problem = f"timestamp {when[i]} duplicates the previous row's"
-        action = "Remove the duplicate row (or, if the rows are identical, load with duplicates='drop_identical')"
+        action = (
+            "Remove the duplicate row (or, if the rows are identical, load with "
+            f"{set_option('duplicates', 'drop_identical')} to drop each row identical to the one before)"
+        )
+    elif ns.size > 2 and np.all(ns[1:] < ns[:-1]):
+        problem = (
+            f"timestamp {when[i]} is earlier than the previous row's {when[i - 1]}, and every row is: the file runs "
+            "newest first (as some exchange exports do)"
+        )
+        action = "Reverse the data rows (keep the header on top; foxhunt does not reorder rows) and load again"
     else:
         problem = f"timestamp {when[i]} is earlier than the previous row's {when[i - 1]}; rows must be in time order"
         action = "Sort the file by time (foxhunt does not reorder rows) and load again"

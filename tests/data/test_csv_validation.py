@@ -41,8 +41,9 @@ BAD_CASES = [
     ("high below low", 2, "2017-01-02 02:00:00,1.12,1.10,1.11,1.13,130", "High", "below low"),
     ("open above high", 1, "2017-01-02 01:00:00,1.20,1.13,1.10,1.12,120", "Open", "outside the bar's range"),
     ("close below low", 1, "2017-01-02 01:00:00,1.11,1.13,1.10,1.05,120", "Close", "outside the bar's range"),
-    ("empty cell", 2, "2017-01-02 02:00:00,1.12,1.14,1.11,,130", "Close", "missing or not a finite number"),
-    ("NaN cell", 3, "2017-01-02 03:00:00,1.13,1.15,1.12,1.14,NaN", "Volume", "missing or not a finite number"),
+    ("empty cell", 2, "2017-01-02 02:00:00,1.12,1.14,1.11,,130", "Close", "value is missing"),
+    ("NaN cell", 3, "2017-01-02 03:00:00,1.13,1.15,1.12,1.14,NaN", "Volume", "value is missing"),
+    ("infinite cell", 3, "2017-01-02 03:00:00,1.13,1.15,1.12,inf,110", "Close", "missing or not a finite number"),
     ("text cell", 1, "2017-01-02 01:00:00,1.11,abc,1.10,1.12,120", "High", "is not a number"),
     ("negative volume", 3, "2017-01-02 03:00:00,1.13,1.15,1.12,1.14,-5", "Volume", "volume is negative"),
     ("duplicate timestamp", 2, "2017-01-02 01:00:00,1.12,1.14,1.11,1.13,130", "Time", "duplicates the previous"),
@@ -242,7 +243,7 @@ def test_columns_differing_only_in_case_are_an_error_naming_both(tmp_path):
     message = str(caught.value)
     assert message.startswith(f"{path}: header (line 1)")
     assert "columns 'close' and 'Close' differ only in case" in message
-    assert "columns={'close': 'Close'}" in message
+    assert """--set 'data.columns={close="Close"}'""" in message  # the command-line fix, ready to paste
     chosen = load_csv(path, columns={"close": "Close"})  # naming one exactly is the way out
     np.testing.assert_array_equal(chosen.close, [float(r.split(",")[3]) for r in GOOD])
 

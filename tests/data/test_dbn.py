@@ -9,7 +9,7 @@ import databento_dbn as db  # the optional extra is in the test dependencies
 import numpy as np
 import pytest
 
-from foxhunt.data import BOOK, FLOW, OHLCV, load, load_dbn
+from foxhunt.data import BOOK, FLOW, OHLCV, DataConfig, load, load_dbn, load_from_config
 from foxhunt.errors import DataError
 
 SCALE = 10**9
@@ -73,9 +73,13 @@ def test_invalid_bar_names_the_record_and_field(tmp_path):
 def test_mixed_instruments_need_a_choice(tmp_path):
     records = [db.OHLCVMsg(db.RType.OHLCV_1M, 1, 40 + i % 2, T0 + i * MINUTE, *(px(v) for v in BARS[0][:4]), 1) for i in range(4)]
     path = write(tmp_path / "mixed.dbn", db.Schema.OHLCV_1M, records)
-    with pytest.raises(DataError, match=r"mixes instruments \[40, 41\]"):
+    with pytest.raises(DataError, match=r"mixes instruments \[40, 41\]; load one of them with --set data.instrument_id=40"):
         load_dbn(path)
     assert len(load_dbn(path, instrument_id=41)) == 2
+    chosen = load_from_config(DataConfig(source=str(path), instrument_id=41))  # the key the error names
+    assert len(chosen) == 2
+    assert chosen.report.layout == "Databento DBN, schema ohlcv-1m"
+    assert chosen.report.timestamps.startswith("ts_event: UTC nanoseconds")
 
 
 TRADES = [  # (seconds after T0, price, size, aggressor side)

@@ -49,7 +49,7 @@ def test_null_price_names_the_row_and_column(tmp_path):
 
 def test_missing_column_in_schema(tmp_path):
     path = tmp_path / "short.parquet"
-    pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "close": [1.0]}), path)
+    pq.write_table(pa.table({"time": np.array(["2017-01-03"], "datetime64[ns]"), "high": [1.0], "close": [1.0]}), path)
     with pytest.raises(DataError, match=r"short\.parquet: schema, .*no open column"):
         load_parquet(path)
 
@@ -133,3 +133,15 @@ def test_text_that_is_not_utf8_names_the_row_and_column(tmp_path):
     pq.write_table(pa.table({"time": pa.array(["2017-01-03", "2017-01-04", "2017-01-05"]), **as_text}), path)
     with pytest.raises(DataError, match=r"text\.parquet: row 2, column 'close': text that is not UTF-8"):
         load_parquet(path)
+
+
+def test_pandas_unnamed_time_index_is_the_time_column(tmp_path):
+    """DataFrame.to_parquet() writes an unnamed DatetimeIndex as __index_level_0__."""
+    path = tmp_path / "pandas.parquet"
+    times = np.array(["2017-01-02T00", "2017-01-02T01", "2017-01-02T02"], "datetime64[ns]")
+    table = {"Open": [1.0, 1.1, 1.2], "High": [1.2, 1.3, 1.4], "Low": [0.9, 1.0, 1.1], "Close": [1.1, 1.2, 1.3],
+             "Volume": [10, 11, 12], "__index_level_0__": pa.array(times, pa.timestamp("ns", "UTC"))}
+    pq.write_table(pa.table(table), path)
+    market = load_parquet(path)
+    np.testing.assert_array_equal(market.timestamps, times)
+    assert ("time", "__index_level_0__") in market.report.columns

@@ -169,4 +169,5 @@ def generate(spec: SyntheticSpec | str, instrument: InstrumentSpec | str | None 
     return build_market(
         spec.canonical(), ns, ohlcv, names=OHLCV.names(), time_column="timestamp",
         label=plain_row_label("bar"), instrument=instrument, notes=(f"synthetic {spec.kind} market, seed {spec.seed}",),
+        layout=f"synthetic {spec.kind} market", time_note="generated in UTC",
     )
