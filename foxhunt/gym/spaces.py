@@ -40,7 +40,10 @@ def checked_actions(actions: object, n_envs: int, device: torch.device) -> torch
     if isinstance(actions, torch.Tensor):
         tensor = actions
     else:
-        array = np.asarray(actions)
+        try:
+            array = np.asarray(actions)
+        except ValueError:  # a ragged nesting of lists
+            array = np.empty(0, dtype=object)
         if array.dtype == object:
             raise ValueError(f"actions must be integers of shape ({n_envs}, {Branch.size()}), got {actions!r}")
         tensor = torch.from_numpy(np.ascontiguousarray(array))
