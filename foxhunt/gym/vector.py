@@ -38,6 +38,7 @@ bar index the observation was taken at), each with its ``_key`` mask.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ class FoxhuntVectorEnv(GymnasiumVectorEnv):
     ``num_envs``). Episodes run in fold ``fold``'s ``window`` ("train", "validation" or "test"), with
     features normalised on that fold's training bars, as the trainer does. ``seed`` (default
     ``[run] seed``) keys each environment's stream of episode start bars; ``reset(seed=...)`` re-keys it.
+    Nothing is drawn: a ``render_mode`` is ignored with a warning.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -93,7 +95,9 @@ class FoxhuntVectorEnv(GymnasiumVectorEnv):
         render_mode: str | None = None,
     ) -> None:
         if render_mode is not None:
-            raise ValueError(f"foxhunt envs draw nothing: render_mode must be None, got {render_mode!r}")
+            # Trainers ask for one by default (stable-baselines3's make_vec_env asks for "rgb_array"): going on
+            # without frames serves them better than refusing to start.
+            warnings.warn(f"foxhunt envs draw nothing; render_mode={render_mode!r} is ignored", UserWarning, stacklevel=2)
         mode = AutoresetMode(autoreset_mode)
         if mode not in AUTORESET_MODES:
             raise ValueError(f"autoreset_mode must be one of {[m.value for m in AUTORESET_MODES]}, got {mode.value!r}")
