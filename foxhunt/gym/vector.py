@@ -97,7 +97,8 @@ class FoxhuntVectorEnv(GymnasiumVectorEnv):
         if render_mode is not None:
             # Trainers ask for one by default (stable-baselines3's make_vec_env asks for "rgb_array"): going on
             # without frames serves them better than refusing to start.
-            warnings.warn(f"foxhunt envs draw nothing; render_mode={render_mode!r} is ignored", UserWarning, stacklevel=2)
+            warnings.warn(f"foxhunt envs draw nothing; render_mode={render_mode!r} is ignored", UserWarning,
+                          stacklevel=2)
         mode = AutoresetMode(autoreset_mode)
         if mode not in AUTORESET_MODES:
             raise ValueError(f"autoreset_mode must be one of {[m.value for m in AUTORESET_MODES]}, got {mode.value!r}")
@@ -137,17 +138,18 @@ class FoxhuntVectorEnv(GymnasiumVectorEnv):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
             raise TypeError(f"seed must be an int or None (one seed keys every environment), got {seed!r}")
         mask = self._reset_mask(options)
+        every = bool(mask.all())
+        if not every and not self._started:
+            raise RuntimeError("the first reset() must start every environment: call it without reset_mask")
         super().reset(seed=seed)  # seeds self.np_random, and refuses a negative seed
         if seed is not None:
             keys = torch.from_numpy(env_keys(int(seed), self.num_envs)).to(self.device)
             rng = self.core.rng
             rng[:, RNG.KEY] = torch.where(mask, keys, rng[:, RNG.KEY])
             rng[:, RNG.COUNTER] = torch.where(mask, torch.zeros_like(keys), rng[:, RNG.COUNTER])
-        if bool(mask.all()):
+        if every:
             self.core.reset()
         else:
-            if not self._started:
-                raise RuntimeError("the first reset() must start every environment: call it without reset_mask")
             self._reset_rows(mask)
         self._started = True
         return self._out(self.core.obs), self._infos(mask)

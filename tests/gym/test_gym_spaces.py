@@ -39,6 +39,8 @@ def test_the_env_refuses_steps_before_reset_and_unknown_options(source, override
     envs = FoxhuntVectorEnv(2, source, overrides=overrides)
     with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
         envs.step(np.zeros((2, Branch.size()), dtype=np.int64))
+    with pytest.raises(RuntimeError, match="first reset"):
+        envs.reset(options={"reset_mask": np.array([True, False])})
     with pytest.raises(ValueError, match="unknown reset option"):
         envs.reset(options={"window": "test"})
     with pytest.raises(ValueError, match=r"reset_mask must be booleans of shape \(2,\)"):
