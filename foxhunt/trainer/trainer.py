@@ -54,7 +54,7 @@ from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
 
-__all__ = ["Trainer", "resolve_device", "prepare_data", "PreparedData", "EpochCallback"]
+__all__ = ["Trainer", "resolve_device", "prepare_data", "normalised_features", "PreparedData", "EpochCallback"]
 
 # on_epoch(fold index, epoch, validation metrics of that epoch): called once per epoch of every fold, right
 # after the validation backtest. To end the run, a callback requests a stop on the trainer's ``stop`` object
@@ -86,8 +86,9 @@ class PreparedData:
     folds: list[Fold]
 
 
-def prepare_data(config: FoxhuntConfig) -> PreparedData:
-    market = load_from_config(config.data)
+def prepare_data(config: FoxhuntConfig, market: MarketData | None = None) -> PreparedData:
+    """Market (``market``, else loaded from ``config.data``), its cached causal features and the folds."""
+    market = load_from_config(config.data) if market is None else market
     features = compute_features(market, config.features.resolve_set(), config.features.make_cache())
     folds = make_folds(len(market), config.folds, warmup=features.warmup)
     return PreparedData(market, features, folds)
