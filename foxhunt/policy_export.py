@@ -12,9 +12,10 @@ Two input layouts (``inputs``):
 
 - ``"observation"``: one float32 ``[B, features + PortfolioObs]`` observation, the row the policy saw in
   training: the normalised market features followed by the portfolio features;
-- ``"raw"``: the checkpoint's feature normaliser is part of the model. ``features`` float64 ``[B, features]``
-  are the raw values of the checkpoint's feature set, normalised inside as :class:`~foxhunt.features.Normalizer`
-  does (float64, clipped, then float32); ``portfolio`` float32 ``[B, PortfolioObs]`` follows them unchanged.
+- ``"raw"``: the checkpoint's feature normaliser is part of the model. ``features`` float32 ``[B, features]``
+  are the raw values of the checkpoint's feature set (as :class:`~foxhunt.features.FeatureMatrix` holds them),
+  normalised inside as :class:`~foxhunt.features.Normalizer` does (in float64, clipped, then float32);
+  ``portfolio`` float32 ``[B, PortfolioObs]`` follows them unchanged.
 
 Every export writes a metadata JSON beside the model (``<output>.json``) and embeds the same text in the file
 (the TorchScript extra file ``foxhunt.json``; the ONNX metadata property ``foxhunt``): the input layout with
@@ -83,7 +84,7 @@ class GreedyPolicy(nn.Module):
 
 
 class RawInputPolicy(nn.Module):
-    """:class:`GreedyPolicy` behind the feature normaliser: ``(features float64 [B, F], portfolio float32
+    """:class:`GreedyPolicy` behind the feature normaliser: ``(features float32 [B, F], portfolio float32
     [B, PortfolioObs])`` -> the same two outputs."""
 
     def __init__(self, policy: GreedyPolicy, mean: torch.Tensor, std: torch.Tensor, clip: float | None) -> None:
@@ -122,7 +123,7 @@ def policy_module(policy: LoadedPolicy, inputs: str = "observation") -> nn.Modul
 def _input_specs(policy: LoadedPolicy, inputs: str) -> list[dict[str, Any]]:
     n_features = len(policy.feature_set.names)
     if inputs == "raw":
-        return [{"name": "features", "dtype": "float64", "shape": ["batch", n_features]},
+        return [{"name": "features", "dtype": "float32", "shape": ["batch", n_features]},
                 {"name": "portfolio", "dtype": "float32", "shape": ["batch", PortfolioObs.size()]}]
     return [{"name": "observation", "dtype": "float32", "shape": ["batch", n_features + PortfolioObs.size()]}]
 
@@ -174,7 +175,7 @@ def _example(policy: LoadedPolicy, inputs: str) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(0)
     n_features = len(policy.feature_set.names)
     if inputs == "raw":
-        return (torch.randn(_EXAMPLE_BATCH, n_features, generator=generator, dtype=torch.float64),
+        return (torch.randn(_EXAMPLE_BATCH, n_features, generator=generator),
                 torch.randn(_EXAMPLE_BATCH, PortfolioObs.size(), generator=generator))
     return (torch.randn(_EXAMPLE_BATCH, n_features + PortfolioObs.size(), generator=generator),)
 

@@ -47,7 +47,8 @@ def batches(policy: LoadedPolicy, inputs: str, seed: int) -> list[tuple[tuple[to
         portfolio = torch.randn(size, PortfolioObs.size(), generator=generator)
         if inputs == "raw":
             scale = torch.tensor(policy.normalizer.std) * 20.0
-            raw = torch.tensor(policy.normalizer.mean) + scale * torch.randn(size, n_features, generator=generator, dtype=torch.float64)
+            noise = torch.randn(size, n_features, generator=generator, dtype=torch.float64)
+            raw = (torch.tensor(policy.normalizer.mean) + scale * noise).to(torch.float32)  # as FeatureMatrix holds them
             observation = torch.cat([torch.from_numpy(policy.normalizer.apply(raw.numpy())), portfolio], dim=1)
             out.append(((raw, portfolio), observation))
         else:
@@ -116,7 +117,7 @@ def test_metadata_names_the_input_columns_branches_and_sub_actions(checkpoint: P
     assert meta["features"]["names"] == features
     assert meta["features"]["normalizer"]["clip"] == policy.normalizer.clip
     raw_meta = json.loads((tmp_path / "raw.pt.json").read_text(encoding="utf-8"))
-    assert raw_meta["inputs"] == [{"name": "features", "dtype": "float64", "shape": ["batch", len(features)]},
+    assert raw_meta["inputs"] == [{"name": "features", "dtype": "float32", "shape": ["batch", len(features)]},
                                   {"name": "portfolio", "dtype": "float32", "shape": ["batch", len(portfolio)]}]
 
 

@@ -21,7 +21,7 @@ __all__ = ["export_command"]
                    "folder). Its metadata JSON goes beside it as OUTPUT.json.")
 @click.option("--inputs", type=click.Choice(EXPORT_INPUTS), default="observation", show_default=True,
               help="observation: one float32 [batch, features + 7] normalised observation, as the policy saw it in "
-                   "training. raw: float64 raw features [batch, features] and float32 portfolio fields [batch, 7]; "
+                   "training. raw: float32 raw features [batch, features] and float32 portfolio fields [batch, 7]; "
                    "the checkpoint's feature normaliser is inside the model.")
 def export_command(checkpoint: Path, export_format: str, output: Path | None, inputs: str) -> None:
     """Export a fold checkpoint (RUN_DIR/checkpoints/fold_K)'s greedy policy for use outside foxhunt.
