@@ -187,15 +187,19 @@ def _torchscript_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], met
     return buffer.getvalue()
 
 
-def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], input_names: list[str], metadata_text: str) -> bytes:
+def _require_onnx_exporter() -> None:
+    """torch's ONNX exporter needs onnx and onnxscript (the ``export`` extra): refused before anything is loaded."""
     try:
-        import onnx  # noqa: F401 - the exporter needs it; checked here for a clear message
+        import onnx  # noqa: F401
         import onnxscript  # noqa: F401
     except ImportError as error:
         raise FoxhuntError(
             f"ONNX export needs the packages onnx and onnxscript ({error.name} is not installed); install them "
             "with `pip install 'foxhunt[export]'`, or export with --format torchscript"
         ) from None
+
+
+def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], input_names: list[str], metadata_text: str) -> bytes:
     batch = torch.export.Dim("batch", min=1)
     with warnings.catch_warnings():  # notices about the exporter itself, not about this model
         warnings.simplefilter("ignore", FutureWarning)
@@ -235,6 +239,8 @@ def export_policy(checkpoint: Path, export_format: str, output: Path | None = No
         raise FoxhuntError(f"{output}: is a folder; pass the file to write with --output, e.g. {output / default_output(checkpoint, export_format)}")
     if not output.parent.is_dir():
         raise FoxhuntError(f"{output}: its folder {output.parent} does not exist; create it or pass another --output")
+    if export_format == "onnx":
+        _require_onnx_exporter()
     policy = load_policy(checkpoint, "cpu")
     try:
         module = policy_module(policy, inputs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,3 +150,11 @@ def test_refusals_are_one_paragraph_and_write_nothing(checkpoint: Path, tmp_path
             call()
         assert "\n" not in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_onnx_without_the_export_extra_says_how_to_install_it(checkpoint: Path, tmp_path: Path,  # noqa: F811
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if it were not installed
+    with pytest.raises(FoxhuntError, match=r"onnxscript is not installed.*pip install 'foxhunt\[export\]'"):
+        export_policy(checkpoint, "onnx", tmp_path / "a.onnx")
+    assert list(tmp_path.iterdir()) == []
