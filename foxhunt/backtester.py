@@ -38,7 +38,7 @@ from foxhunt.learner import Learner
 from foxhunt.plugins import PluginHost
 from foxhunt.trainer import evaluation
 
-__all__ = ["BacktestOutcome", "backtest_checkpoint", "plugin_set_diff", "CHECKPOINT_WINDOWS", "ALL_BARS"]
+__all__ = ["BacktestOutcome", "LoadedPolicy", "backtest_checkpoint", "load_policy", "plugin_set_diff", "CHECKPOINT_WINDOWS", "ALL_BARS"]
 
 CHECKPOINT_WINDOWS = ("test", "validation")  # windows of the checkpoint's own data, by name
 ALL_BARS = "all"  # the window name reported when other data is evaluated from the warm-up on
@@ -94,15 +94,30 @@ def _saved_window(record: PolicyRecord, window: str, source: str, bars: int) -> 
     return saved
 
 
-def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test") -> BacktestOutcome:
-    """Backtest the policy in checkpoint ``path`` on its own ``window`` (test, or validation), or on ``data_source``."""
-    if window not in CHECKPOINT_WINDOWS:
-        raise CheckpointError(f"window must be one of {', '.join(CHECKPOINT_WINDOWS)}, got {window!r}")
+@attrs.frozen
+class LoadedPolicy:
+    """A fold checkpoint's greedy policy, verified and ready to act: what a backtest or an export starts from.
+
+    ``learner.act_values`` is the acting path (expected Q per branch action, unnormalised); ``normalizer`` maps
+    the raw features named by ``feature_set`` to the market part of an observation. ``host`` is started: close
+    it when done.
+    """
+
+    learner: Learner
+    normalizer: Normalizer
+    feature_set: FeatureSet
+    record: PolicyRecord
+    config: FoxhuntConfig
+    host: PluginHost
+
+
+def load_policy(path: Path, device: str = "cpu") -> LoadedPolicy:
+    """Verify fold checkpoint ``path`` (kind, layout, plugin set, integrity, tensor shapes) and load its policy."""
     path = Path(path)
     metadata = read_metadata(path)
     if metadata.get("kind") != "policy":
-        raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest takes a fold checkpoint (checkpoints/fold_K)")
-    record = read_policy_record(metadata, path)  # every key this backtest reads, typed, before anything is built
+        raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest and export take a fold checkpoint (checkpoints/fold_K)")
+    record = read_policy_record(metadata, path)  # every key a policy needs, typed, before anything is built
     config = _load_config(record, str(path))
     host = PluginHost(config.plugins).discover().declare()
     registries = host.freeze()
@@ -115,29 +130,18 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
             + "\nInstall the same plugin versions (see plugins in its metadata.json) to evaluate it."
         )
     tensors, _ = load_checkpoint(path, registries.layout)
-    if data_source is not None:
-        config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))
-    market: MarketData = load_from_config(config.data)
     saved_set = record.feature_set
     try:
         feature_set = FeatureSet(saved_set.name, saved_set.version, saved_set.names)
     except FoxhuntError as error:
         raise CheckpointError(f"{path}: its feature set cannot be rebuilt ({error}); the checkpoint is damaged or altered") from None
-    features = compute_features(market, feature_set, config.features.make_cache())
-    n_features = len(features.names)
+    n_features = len(saved_set.names)
     expect_tensors(tensors, {
         "isv": ISV(registries.layout, "cpu").tensor,
         "normalizer.mean": torch.zeros(n_features, dtype=torch.float64),
         "normalizer.std": torch.zeros(n_features, dtype=torch.float64),
     }, path / TENSORS_FILE)
     normalizer = Normalizer(mean=tensors["normalizer.mean"].numpy(), std=tensors["normalizer.std"].numpy(), clip=record.normalizer_clip)
-    values = np.array(normalizer.apply(features.values), dtype=np.float32)
-    values[: features.warmup] = 0.0
-    same_data = market.content_hash() == record.data_hash
-    if same_data:
-        bars, window_name = _saved_window(record, window, str(path), len(market)), window
-    else:
-        bars, window_name = (features.warmup, len(market)), ALL_BARS
     isv = ISV(registries.layout, device)
     isv.tensor.copy_(tensors["isv"])
     host.start()
@@ -145,12 +149,33 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
                                                                      prioritized=False))  # acting only: no sampling
     learner = Learner(
         attrs.evolve(config, learner=small_replay), registries.layout, isv, host.loss_components(config),
-        values.shape[1] + PortfolioObs.size(), device, config.run.seed, n_envs=1,
+        n_features + PortfolioObs.size(), device, config.run.seed, n_envs=1,
     )
     with naming_the_file(path / TENSORS_FILE):
         learner.load_policy_state_dict(
             {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
         )
+    return LoadedPolicy(learner, normalizer, feature_set, record, config, host)
+
+
+def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test") -> BacktestOutcome:
+    """Backtest the policy in checkpoint ``path`` on its own ``window`` (test, or validation), or on ``data_source``."""
+    if window not in CHECKPOINT_WINDOWS:
+        raise CheckpointError(f"window must be one of {', '.join(CHECKPOINT_WINDOWS)}, got {window!r}")
+    path = Path(path)
+    policy = load_policy(path, device)
+    record, config, host, learner = policy.record, policy.config, policy.host, policy.learner
+    if data_source is not None:
+        config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))
+    market: MarketData = load_from_config(config.data)
+    features = compute_features(market, policy.feature_set, config.features.make_cache())
+    values = np.array(policy.normalizer.apply(features.values), dtype=np.float32)
+    values[: features.warmup] = 0.0
+    same_data = market.content_hash() == record.data_hash
+    if same_data:
+        bars, window_name = _saved_window(record, window, str(path), len(market)), window
+    else:
+        bars, window_name = (features.warmup, len(market)), ALL_BARS
     agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=bars)
     results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=bars)}
     stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()

@@ -17,6 +17,7 @@ from foxhunt import __version__
 from foxhunt.cli.audit_commands import audit_group
 from foxhunt.cli.common import EXIT_USER_ERROR
 from foxhunt.cli.data_commands import data_group
+from foxhunt.cli.export_commands import export_command
 from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
 from foxhunt.cli.logs import configure_logging
 from foxhunt.cli.train_commands import backtest_command, datasets_group, report_command, train_command
@@ -90,6 +91,7 @@ def cli(ctx: click.Context, show_version: bool, verbose: bool, debug: bool, json
 
 cli.add_command(train_command)
 cli.add_command(backtest_command)
+cli.add_command(export_command)
 cli.add_command(report_command)
 cli.add_command(tune_command)
 cli.add_command(datasets_group)
