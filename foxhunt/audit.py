@@ -302,8 +302,9 @@ def missing(audit_dirs: Iterable[Path] | None = None, **options: Any) -> str:
 
 # -- the named-dimension reference (docs/audits/named_dimensions.md) ----------------------
 NAMED_DIMENSIONS_FILE = "named_dimensions.md"
-# Packages whose import is not about tables: the CLI, and the test kit (it needs the test extras).
-_SKIPPED_PACKAGES = ("foxhunt.cli", "foxhunt.testing")
+# Packages whose import is not about tables: the CLI, the test kit (it needs the test extras) and the Gymnasium
+# adapter (it needs the gym extra; it declares no table of its own).
+_SKIPPED_PACKAGES = ("foxhunt.cli", "foxhunt.testing", "foxhunt.gym")
 
 
 def _own_top_level_packages() -> list[str]:
