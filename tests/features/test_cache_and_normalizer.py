@@ -75,7 +75,7 @@ def test_cache_location(monkeypatch, tmp_path):
 
 
 def test_feature_config():
-    assert FeatureConfig().resolve_set() is FEATURE_SETS["minimal"]
+    assert FeatureConfig().resolve_set() is FEATURE_SETS["horizons"]
     custom = FeatureConfig(feature_set="mine", names=("ret_1", "rsi_7")).resolve_set()
     assert custom.names == ("ret_1", "rsi_7") and custom.name == "mine"
     with pytest.raises(ValueError, match="not built in"):
