@@ -88,10 +88,10 @@ class Replay(nn.Module):
         # the counterfactual mirror: obs' = clamp(obs * scale + shift, low, high); off until set_mirror gives the
         # map (a replay filled outside the trainer has no normaliser to build it from)
         self.mirroring = False
-        self.register_buffer("mirror_scale", torch.ones(obs_dim, dtype=dtype, **kw))
-        self.register_buffer("mirror_shift", torch.zeros(obs_dim, dtype=dtype, **kw))
-        self.register_buffer("mirror_low", torch.full((obs_dim,), -torch.inf, dtype=dtype, **kw))
-        self.register_buffer("mirror_high", torch.full((obs_dim,), torch.inf, dtype=dtype, **kw))
+        self.register_buffer("mirror_scale", torch.ones(obs_dim, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_shift", torch.zeros(obs_dim, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_low", torch.full((obs_dim,), -torch.inf, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_high", torch.full((obs_dim,), torch.inf, dtype=dtype, **kw), persistent=False)
         # the action map: SHORT <-> LONG in the direction column, every other code and column unchanged
         swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
         codes = max(table.size() for table in BRANCH_TABLES.values())
