@@ -11,29 +11,12 @@ from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.features import FEATURE_SETS, Normalizer
 from foxhunt.features.library import FEATURES, feature_values, mirror_parity
+from market_builders import with_book
 
 # Features of price levels and price differences (EMAs, moving averages, Bollinger bands, Wilder's RSI of
 # close-to-close changes) are odd only to first order in the moves: the mirror negates log prices, and a mean or
 # a difference of prices is not that of log prices.
 LEVEL_BASED = {"macd", "macdh", "boll", "ma_ratio", "rsi"}
-
-
-def with_book(market: MarketData, seed: int) -> MarketData:
-    rng = np.random.default_rng(seed)
-    n = len(market)
-    book = np.empty((n, BOOK.size()))
-    book[:, BOOK.BID_PRICE] = market.close - rng.uniform(0.01, 0.05, n)
-    book[:, BOOK.ASK_PRICE] = market.close + rng.uniform(0.01, 0.05, n)
-    book[:, BOOK.BID_SIZE] = rng.integers(1, 50, n)
-    book[:, BOOK.ASK_SIZE] = rng.integers(1, 50, n)
-    book[:, BOOK.BID_DEPTH] = book[:, BOOK.BID_SIZE] + rng.integers(10, 500, n)
-    book[:, BOOK.ASK_DEPTH] = book[:, BOOK.ASK_SIZE] + rng.integers(10, 500, n)
-    book[:, BOOK.OFI] = rng.normal(0, 20, n)
-    flow = np.empty((n, FLOW.size()))
-    flow[:, FLOW.BUY_VOLUME] = rng.integers(0, 100, n)
-    flow[:, FLOW.SELL_VOLUME] = rng.integers(0, 100, n)
-    flow[:, FLOW.TRADES] = rng.integers(1, 20, n)
-    return MarketData(market.source, market.timestamps, market.ohlcv, market.instrument, market.report, book, flow)
 
 
 def mirrored(market: MarketData) -> MarketData:
