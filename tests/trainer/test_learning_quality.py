@@ -16,10 +16,11 @@ figures above were measured that way: the test guards the update path against re
 short run learns. With the mirror on, this one epoch is too short for some seeds to start trading (measured, seeds
 1-4 with `ohlcv` and the mirror: AR(1) 0.46, 0.81, 0.00 with no trade, 1.48; planted, seeds 1-5: 0.52, 0.98, 0.91,
 0.97, 0.00 with no trade).
-This one short epoch under-trains rather than over-fits, and there the six-input default does worse (measured,
-seeds 1-5 with `minimal`: AR(1) -0.37, 0.72, 0.35, 1.11, 0.20; planted 0.33, 0.99, 0.47, 0.84, 0.59). The
-default's own learning, over the default 3 folds x 4 epochs, is `benchmarks/learning.py`'s (docs/learner.md,
-"Fewer inputs learn better").
+This one short epoch under-trains rather than over-fits, and there smaller input sets do worse too (measured,
+seeds 1-5 with `minimal`: AR(1) -0.37, 0.72, 0.35, 1.11, 0.20; planted 0.33, 0.99, 0.47, 0.84, 0.59; seeds 1-3
+with the default `horizons` and the mirror, planted: 0.00, 0.30, 0.61). The default's own learning, over the
+default 3 folds x 4 epochs, is `benchmarks/learning.py`'s (docs/learner.md, "The counterfactual mirror and the
+`horizons` set").
 
 The oracle (``foxhunt.data.oracle_positions``) holds ``sign(f)`` of the planted
 EMA signal, one unit, paying the instrument's half spread and commission on
