@@ -2,26 +2,29 @@
 
 Each section's class lives beside the code it configures; this module only
 composes them and resolves a run's config from defaults, a TOML file and
-``--set`` overrides (in that order).
+``--set`` overrides (in that order). A plugin's settings are not a section of
+the core: they sit in ``[plugins.<name>]`` and are structured by the plugin's
+own class when it declares (:mod:`foxhunt.plugin_config`); a key the core used
+to own there is refused with the key that replaces it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import tomli_w
+from cattrs.gen import make_dict_structure_fn
 
-from foxhunt.adaptive_config import AdaptiveConfig
-from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
+from foxhunt.config_loading import MovedKeysError, apply_overrides, converter, load_toml, structure, unstructure
 from foxhunt.data.config import DataConfig
 from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
-from foxhunt.plugins import PluginSelection
+from foxhunt.plugin_config import PluginSelection, moved_keys
 from foxhunt.profiles import PROFILE_NAMES, apply_profile
 from foxhunt.trainer.config import TrainConfig
 
@@ -59,8 +62,20 @@ class FoxhuntConfig:
     folds: FoldConfig = FoldConfig()
     env: EnvConfig = EnvConfig()
     learner: LearnerConfig = LearnerConfig()
-    adaptive: AdaptiveConfig = AdaptiveConfig()
     train: TrainConfig = TrainConfig()
+
+
+_structure_sections = make_dict_structure_fn(FoxhuntConfig, converter)
+
+
+def _structure_root(data: Any, _: type) -> FoxhuntConfig:
+    """Every section, after refusing the keys that moved to a plugin's section (each named with its new key)."""
+    if isinstance(data, Mapping) and (moves := moved_keys(data)):
+        raise MovedKeysError(moves)
+    return _structure_sections(data, FoxhuntConfig)
+
+
+converter.register_structure_hook(FoxhuntConfig, _structure_root)
 
 
 def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> FoxhuntConfig:
@@ -82,9 +97,18 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> Foxh
     return structure(apply_profile(data), FoxhuntConfig, source=source)
 
 
-def dump_config(config: FoxhuntConfig) -> str:
-    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds)."""
-    return tomli_w.dumps(_drop_none(unstructure(config)))
+def dump_config(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> str:
+    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds).
+
+    ``plugin_settings`` (``PluginHost.all_settings()``) replaces each plugin's
+    ``[plugins.<name>]`` table, as written, by its resolved settings with every
+    default (what ``foxhunt config show`` prints). Without it the tables are
+    written as given, which is what a run records and ``--resume`` compares.
+    """
+    data = unstructure(config)
+    for name, settings in (plugin_settings or {}).items():
+        data["plugins"][name] = unstructure(settings)
+    return tomli_w.dumps(_drop_none(data))
 
 
 def _drop_none(data: Any) -> Any:

@@ -114,13 +114,17 @@ MOVED_KEYS: tuple[MovedKey, ...] = (
 )
 
 
-def _leaves(data: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            yield from _leaves(value, path + ".")
-        else:
-            yield path
+def _leaves(data: Mapping[str, Any]) -> Iterator[str]:
+    """Dotted paths of every value and empty table; a loop, not recursion: a file may nest tables thousands deep."""
+    pending = [("", data)]
+    while pending:
+        prefix, table = pending.pop()
+        for key, value in table.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, Mapping) and value:
+                pending.append((path + ".", value))
+            else:
+                yield path
 
 
 def moved_keys(data: Mapping[str, Any], table: Iterable[MovedKey] = MOVED_KEYS) -> list[MovedKey]:

@@ -196,3 +196,30 @@ def test_plugin_sections_sit_beside_the_selection_keys_and_round_trip(tmp_path: 
 def test_a_value_directly_under_plugins_that_is_no_selection_key_is_an_unknown_key() -> None:
     with pytest.raises(ConfigError, match=r"plugins\.enabel: unknown key"):
         load_config(None, ["plugins.enabel=['c51']"])
+
+
+def test_keys_the_core_used_to_own_are_refused_with_the_key_that_replaces_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text("[learner]\nkappa = 2.0\nlr = 1e-3\n\n[adaptive.health]\nw_gap = 2.0\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = str(caught.value).splitlines()[1:]
+    source = str(path)
+    assert sorted(lines) == sorted([
+        f"  {source}: learner.kappa: this key moved to plugins.iqn.kappa (the iqn loss plugin owns its quantile-Huber "
+        "threshold); write `kappa = ...` under [plugins.iqn], or --set plugins.iqn.kappa=...",
+        f"  {source}: adaptive.health.w_gap: this key moved to plugins.health.w_gap (each adaptive plugin owns its "
+        "settings: [adaptive.NAME] is now [plugins.NAME]); write `w_gap = ...` under [plugins.health], "
+        "or --set plugins.health.w_gap=...",
+    ])
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("learner.label_smoothing_max=0.2", "plugins.c51.label_smoothing_max"),
+    ("learner.ensemble_diversity=0.2", "plugins.ensemble.diversity"),
+    ("adaptive.static.cql_alpha=0.2", "plugins.static.cql_alpha"),
+    ("learner.cql_alpha=0.2", "plugins.static.cql_alpha"),  # one key for the CQL strength, not two
+])
+def test_every_moved_key_names_its_new_key(old: str, new: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{old.split('=')[0]}: this key moved to {new} "):
+        load_config(None, [old])
