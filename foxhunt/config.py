@@ -24,11 +24,11 @@ from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
-from foxhunt.plugin_config import PluginSelection, moved_keys
+from foxhunt.plugin_config import SELECTION_KEYS, PluginSelection, moved_keys
 from foxhunt.profiles import PROFILE_NAMES, apply_profile
 from foxhunt.trainer.config import TrainConfig
 
-__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "dump_config"]
+__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "config_data", "dump_config"]
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -97,18 +97,26 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> Foxh
     return structure(apply_profile(data), FoxhuntConfig, source=source)
 
 
-def dump_config(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> str:
-    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds).
+def config_data(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The config as plain data; ``plugin_settings`` (``PluginHost.all_settings()``) resolves the plugins' tables.
 
-    ``plugin_settings`` (``PluginHost.all_settings()``) replaces each plugin's
-    ``[plugins.<name>]`` table, as written, by its resolved settings with every
-    default (what ``foxhunt config show`` prints). Without it the tables are
-    written as given, which is what a run records and ``--resume`` compares.
+    Each plugin in ``plugin_settings`` gets its ``[plugins.<name>]`` table as
+    resolved, every default included (what ``foxhunt config show`` prints).
+    Without it the tables are kept as written, which is what a run records in
+    ``config.toml`` and its checkpoints, and what ``--resume`` compares.
     """
     data = unstructure(config)
+    plugins = data["plugins"]
     for name, settings in (plugin_settings or {}).items():
-        data["plugins"][name] = unstructure(settings)
-    return tomli_w.dumps(_drop_none(data))
+        plugins[name] = unstructure(settings)
+    tables = sorted(name for name in plugins if name not in SELECTION_KEYS)
+    data["plugins"] = {**{key: plugins[key] for key in SELECTION_KEYS}, **{name: plugins[name] for name in tables}}
+    return data
+
+
+def dump_config(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> str:
+    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds); see :func:`config_data`."""
+    return tomli_w.dumps(_drop_none(config_data(config, plugin_settings)))
 
 
 def _drop_none(data: Any) -> Any:
