@@ -351,14 +351,16 @@ class PluginHost:
                 if self.declarations.settings[name] is not None}
 
     # -- components -------------------------------------------------------
-    def _collect(self, hook_name: str, record_type: type | None, config: Any) -> list[tuple[str, Any]]:
+    def _collect(self, hook_name: str, record_type: type | None, config: Any,
+                 settings: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
         self._expect(Phase.FROZEN, Phase.RUNNING, action=f"call {hook_name}")
+        settings = {**self.declarations.settings, **(settings or {})}
         results: list[tuple[str, Any]] = []
         problems: list[PluginProblem] = []
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             info = self.plugins[impl.plugin_name]
             try:
-                returned = _call(impl, config=config, settings=self.declarations.settings.get(info.name))
+                returned = _call(impl, config=config, settings=settings.get(info.name))
             except Exception as error:
                 problems.append(PluginProblem(info.name, info.distribution, info.version, f"{hook_name} raised {error!r}"))
                 continue
@@ -413,11 +415,15 @@ class PluginHost:
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:
         return [item for _, item in self._collect("foxhunt_monitors", AdaptiveMonitor, config)]
 
-    def component_owners(self, config: Any) -> dict[str, tuple[str, str]]:
-        """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check)."""
+    def component_owners(self, config: Any, settings: dict[str, Any] | None = None) -> dict[str, tuple[str, str]]:
+        """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check).
+
+        ``settings`` replaces some plugins' resolved settings for this question only (the audit switches
+        opt-in plugins on this way).
+        """
         owners: dict[str, tuple[str, str]] = {}
         for kind, hook in (("loss", "foxhunt_loss_components"), ("kernel", "foxhunt_kernels"), ("monitor", "foxhunt_monitors")):
-            for owner, item in self._collect(hook, None, config):
+            for owner, item in self._collect(hook, None, config, settings):
                 owners[item.name] = (kind, owner)
         return owners
 
