@@ -13,7 +13,6 @@ import difflib
 import enum
 import importlib.metadata as metadata
 import inspect
-from collections.abc import Iterable
 from typing import Any
 
 import attrs

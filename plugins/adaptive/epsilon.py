@@ -120,15 +120,14 @@ class EpsilonSettings:
 
 def epsilon_params(settings: EpsilonSettings, fold: FoldLength) -> list[list[float]]:
     """Parameter table ``[Branch, EpsilonParam]``."""
-    cfg = settings
     table = [[0.0] * EpsilonParam.size() for _ in Branch]
     for branch in Branch:
         row = table[branch]
-        row[EpsilonParam.START] = cfg.start[branch]
-        row[EpsilonParam.END] = cfg.end[branch]
-        row[EpsilonParam.DECAY_FRACTION] = cfg.decay_fraction
-        row[EpsilonParam.HEALTH_BOOST] = cfg.health_boost
-        row[EpsilonParam.CEILING] = cfg.ceiling
+        row[EpsilonParam.START] = settings.start[branch]
+        row[EpsilonParam.END] = settings.end[branch]
+        row[EpsilonParam.DECAY_FRACTION] = settings.decay_fraction
+        row[EpsilonParam.HEALTH_BOOST] = settings.health_boost
+        row[EpsilonParam.CEILING] = settings.ceiling
         row[EpsilonParam.N_ENVS] = fold.n_envs
         row[EpsilonParam.FOLD_ENV_STEPS] = fold.env_steps
     return table

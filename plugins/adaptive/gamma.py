@@ -79,11 +79,10 @@ class GammaSettings:
 
 def gamma_params(settings: GammaSettings) -> list[list[float]]:
     """Parameter table ``[Branch, GammaParam]``."""
-    cfg = settings
     table = [[0.0] * GammaParam.size() for _ in Branch]
     for branch in Branch:
-        table[branch][GammaParam.MIN] = cfg.minimum[branch]
-        table[branch][GammaParam.MAX] = cfg.maximum[branch]
+        table[branch][GammaParam.MIN] = settings.minimum[branch]
+        table[branch][GammaParam.MAX] = settings.maximum[branch]
     return table
 
 

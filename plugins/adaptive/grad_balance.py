@@ -96,11 +96,10 @@ class GradBalanceSettings:
 
 def grad_balance_params(settings: GradBalanceSettings) -> list[list[float]]:
     """Parameter table ``[Branch, BalanceParam]``."""
-    cfg = settings
     table = [[0.0] * BalanceParam.size() for _ in Branch]
     for branch in Branch:
-        table[branch][BalanceParam.TARGET] = cfg.targets[branch]
-        table[branch][BalanceParam.LIMIT] = cfg.limit
+        table[branch][BalanceParam.TARGET] = settings.targets[branch]
+        table[branch][BalanceParam.LIMIT] = settings.limit
         table[branch][BalanceParam.RATE] = 1.0 / GRAD_BALANCE_DECAY_STEPS
     return table
 

@@ -200,21 +200,20 @@ class HealthSettings:
 
 def health_params(settings: HealthSettings) -> list[float]:
     """The parameter vector ``[HealthParam]`` for the plugin's settings."""
-    cfg = settings
     params = [0.0] * HealthParam.size()
     (
         params[HealthParam.W_GAP],
         params[HealthParam.W_DRIFT],
         params[HealthParam.W_GRAD],
         params[HealthParam.W_LOSS],
-    ) = cfg.normalised_weights()
-    params[HealthParam.GAP_SCALE] = cfg.gap_scale
-    params[HealthParam.Q_SCALE] = cfg.q_scale
-    params[HealthParam.DRIFT_TOL] = cfg.drift_tol
-    params[HealthParam.GRAD_TOL] = cfg.grad_tol
-    params[HealthParam.LOSS_TOL] = cfg.loss_tol
-    params[HealthParam.FAST_RATE] = cfg.fast_rate
-    params[HealthParam.SLOW_RATE] = cfg.slow_rate
+    ) = settings.normalised_weights()
+    params[HealthParam.GAP_SCALE] = settings.gap_scale
+    params[HealthParam.Q_SCALE] = settings.q_scale
+    params[HealthParam.DRIFT_TOL] = settings.drift_tol
+    params[HealthParam.GRAD_TOL] = settings.grad_tol
+    params[HealthParam.LOSS_TOL] = settings.loss_tol
+    params[HealthParam.FAST_RATE] = settings.fast_rate
+    params[HealthParam.SLOW_RATE] = settings.slow_rate
     params[HealthParam.RATE] = 1.0 / HEALTH_DECAY_STEPS
     return params
 

@@ -152,13 +152,12 @@ class KellySettings:
 
 
 def kelly_params(settings: KellySettings) -> list[float]:
-    cfg = settings
     params = [0.0] * KellyParam.size()
-    params[KellyParam.PRIOR_WINS] = cfg.prior_wins
-    params[KellyParam.PRIOR_LOSSES] = cfg.prior_losses
-    params[KellyParam.WARMUP_TRADES] = cfg.warmup_trades
-    params[KellyParam.SAFETY_FLOOR] = cfg.safety_floor
-    params[KellyParam.MIN_CAP] = cfg.min_cap
+    params[KellyParam.PRIOR_WINS] = settings.prior_wins
+    params[KellyParam.PRIOR_LOSSES] = settings.prior_losses
+    params[KellyParam.WARMUP_TRADES] = settings.warmup_trades
+    params[KellyParam.SAFETY_FLOOR] = settings.safety_floor
+    params[KellyParam.MIN_CAP] = settings.min_cap
     return params
 
 

@@ -119,14 +119,13 @@ class SupportSettings:
 
 
 def support_params(settings: SupportSettings) -> list[float]:
-    cfg = settings
     params = [0.0] * SupportParam.size()
-    params[SupportParam.STD_MULTIPLE] = cfg.std_multiple
-    params[SupportParam.MIN_HALF_WIDTH] = cfg.min_half_width
-    params[SupportParam.MAX_HALF_WIDTH] = cfg.max_half_width
-    params[SupportParam.CENTER_BOUND] = cfg.center_bound
+    params[SupportParam.STD_MULTIPLE] = settings.std_multiple
+    params[SupportParam.MIN_HALF_WIDTH] = settings.min_half_width
+    params[SupportParam.MAX_HALF_WIDTH] = settings.max_half_width
+    params[SupportParam.CENTER_BOUND] = settings.center_bound
     params[SupportParam.BASE_RATE] = 1.0 / SUPPORT_DECAY_STEPS
-    params[SupportParam.MAX_RATE] = cfg.max_rate
+    params[SupportParam.MAX_RATE] = settings.max_rate
     return params
 
 

@@ -91,12 +91,11 @@ class TauSettings:
 
 
 def tau_params(settings: TauSettings) -> list[float]:
-    cfg = settings
     params = [0.0] * TauParam.size()
-    params[TauParam.START] = cfg.start
-    params[TauParam.END] = cfg.end
-    params[TauParam.FLOOR_MIN] = cfg.floor_min
-    params[TauParam.FLOOR_MAX] = cfg.floor_max
+    params[TauParam.START] = settings.start
+    params[TauParam.END] = settings.end
+    params[TauParam.FLOOR_MIN] = settings.floor_min
+    params[TauParam.FLOOR_MAX] = settings.floor_max
     return params
 
 
