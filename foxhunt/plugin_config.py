@@ -9,7 +9,8 @@ structures the table with it while the plugin declares (docs/plugins.md,
 run's ``config.toml`` and its checkpoints record exactly what was set.
 
 :data:`MOVED_KEYS` lists the keys that the core config owned before the
-plugins did; a config that still sets one is refused with the key to use.
+plugins did; a config that still sets one is refused with the key to use,
+except in a checkpoint foxhunt saved itself (:func:`migrate_saved`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from foxhunt.config_loading import MovedKey, converter
+from foxhunt.config_loading import MovedKey, converter, deep_copy
 
-__all__ = ["SELECTION_KEYS", "PluginSelection", "MOVED_KEYS", "moved_keys"]
+__all__ = ["SELECTION_KEYS", "PluginSelection", "MOVED_KEYS", "moved_keys", "migrate_saved"]
 
 SELECTION_KEYS = ("enable", "disable", "require")
 
@@ -136,3 +137,57 @@ def moved_keys(data: Mapping[str, Any], table: Iterable[MovedKey] = MOVED_KEYS) 
                 found.append(MovedKey(path, rule.new + path[len(rule.old):], rule.why))
                 break
     return found
+
+
+def migrate_saved(data: Any) -> Any:
+    """A config saved before plugins owned their settings, with each moved key at its new place.
+
+    For configs foxhunt wrote itself (a checkpoint's metadata), so that ``foxhunt backtest``
+    reads a checkpoint made before the move; a config a user writes with an old key is
+    refused instead, naming the new one. Where two old keys land on one new key
+    (``learner.cql_alpha`` and ``adaptive.static.cql_alpha``) the ``[adaptive]`` one wins,
+    as it did at run time. A table for a plugin the saved ``[plugins]`` does not select is
+    dropped (a saved config holds every section, used or not).
+    """
+    moves = moved_keys(data) if isinstance(data, Mapping) else []
+    if not moves:
+        return data
+    result = deep_copy(data)
+    for move in moves:
+        _remove(result, move.old.split("."))
+    plugins = result.setdefault("plugins", {})
+    if not isinstance(plugins, dict):
+        return result  # not a table: structuring names the fault
+    try:
+        selection = PluginSelection(**{key: plugins[key] for key in SELECTION_KEYS if key in plugins})
+    except (TypeError, ValueError):
+        return result  # an invalid [plugins]: structuring names the fault
+    for move in sorted(moves, key=lambda m: m.old.startswith("adaptive.")):
+        parts = move.new.split(".")
+        if len(parts) < 3 or not selection.selects(parts[1]):
+            continue  # an empty old table, or a plugin the run did not load
+        name, keys = parts[1], parts[2:]
+        table = plugins.setdefault(name, {})
+        for key in keys[:-1]:
+            table = table.setdefault(key, {}) if isinstance(table, dict) else table
+        if isinstance(table, dict):
+            table[keys[-1]] = _value(data, move.old.split("."))
+    return result
+
+
+def _value(data: Mapping[str, Any], path: list[str]) -> Any:
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _remove(data: dict[str, Any], path: list[str]) -> None:
+    """Delete ``path`` and every table it leaves empty."""
+    parents = [data]
+    for key in path[:-1]:
+        parents.append(parents[-1][key])
+    del parents[-1][path[-1]]
+    for parent, key in zip(reversed(parents[:-1]), reversed(path[:-1]), strict=True):
+        if parent[key]:
+            break
+        del parent[key]

@@ -18,6 +18,7 @@ import pytest
 from foxhunt import Kernel, PluginHost, hookimpl
 from foxhunt.config import dump_config, load_config
 from foxhunt.errors import ConfigError, LifecycleError, PluginError
+from foxhunt.plugin_config import migrate_saved
 
 
 def _finite(instance: object, attribute: attrs.Attribute, value: float) -> None:
@@ -223,3 +224,21 @@ def test_keys_the_core_used_to_own_are_refused_with_the_key_that_replaces_them(t
 def test_every_moved_key_names_its_new_key(old: str, new: str) -> None:
     with pytest.raises(ConfigError, match=rf"{old.split('=')[0]}: this key moved to {new} "):
         load_config(None, [old])
+
+
+def test_a_config_foxhunt_saved_before_the_move_is_read_with_each_key_at_its_new_place() -> None:
+    saved = {
+        "plugins": {"enable": [], "disable": ["health"], "require": {}},
+        "learner": {"lr": 0.001, "kappa": 2.0, "cql_alpha": 0.7, "ensemble_diversity": 0.25},
+        "adaptive": {"static": {"cql_alpha": 0.3}, "health": {"w_gap": 2.0}, "tau": {"start": 0.02}},
+    }
+    migrated = migrate_saved(saved)
+    assert migrated == {
+        "plugins": {"enable": [], "disable": ["health"], "require": {},
+                    "iqn": {"kappa": 2.0}, "ensemble": {"diversity": 0.25},
+                    "static": {"cql_alpha": 0.3},  # the [adaptive.static] value, the one that took effect
+                    "tau": {"start": 0.02}},  # health is disabled in that run: its table is dropped
+        "learner": {"lr": 0.001},
+    }
+    assert saved["learner"]["kappa"] == 2.0  # the record itself is left as it was
+    assert migrate_saved(migrated) == migrated
