@@ -164,6 +164,15 @@ def _everything_enabled(config: Any, names: Sequence[str]) -> Any:
     return attrs.evolve(config, plugins=PluginSelection(enable=enable, disable=selection.disable, require=selection.require))
 
 
+def _switched_on(host: PluginHost) -> dict[str, Any]:
+    """Each plugin's settings with its ``enabled`` switch on, where it has one: opt-in components show themselves."""
+    return {
+        name: attrs.evolve(settings, enabled=True)
+        for name, settings in host.all_settings().items()
+        if "enabled" in attrs.fields_dict(type(settings))
+    }
+
+
 @attrs.define
 class AuditReport:
     """What the check found: components, the rows that cover them, and every problem."""
@@ -202,9 +211,9 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         return components, [f"plugins cannot be frozen, so their components cannot be listed:\n{error}"], host
     owners: dict[str, tuple[str, str]] = {}
     names = [name for name, info in host.plugins.items() if info.status == "loaded"]
-    for run_config in (config, _everything_enabled(config, names)):
+    for run_config, settings in ((config, None), (_everything_enabled(config, names), _switched_on(host))):
         try:
-            owners.update(host.component_owners(run_config))
+            owners.update(host.component_owners(run_config, settings))
         except PluginError as error:
             problems.append(f"a component hook failed, so its components cannot be listed:\n{error}")
     for name, (kind, plugin) in sorted(owners.items()):

@@ -35,6 +35,7 @@ from foxhunt.errors import CheckpointError, ConfigError, FoxhuntError
 from foxhunt.features import FeatureSet, Normalizer, compute_features
 from foxhunt.isv import ISV
 from foxhunt.learner import Learner
+from foxhunt.plugin_config import migrate_saved
 from foxhunt.plugins import PluginHost
 from foxhunt.trainer import evaluation
 
@@ -75,7 +76,8 @@ def plugin_set_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]
 
 def _load_config(record: PolicyRecord, source: str) -> FoxhuntConfig:
     try:
-        return structure(record.config, FoxhuntConfig, source=f"{source} (saved config)")
+        # a checkpoint saved before plugins owned their settings keeps them where the core had them
+        return structure(migrate_saved(record.config), FoxhuntConfig, source=f"{source} (saved config)")
     except ConfigError as error:  # the saved config is part of the checkpoint: a bad one is a bad checkpoint
         raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
 

@@ -2,30 +2,33 @@
 
 Each section's class lives beside the code it configures; this module only
 composes them and resolves a run's config from defaults, a TOML file and
-``--set`` overrides (in that order).
+``--set`` overrides (in that order). A plugin's settings are not a section of
+the core: they sit in ``[plugins.<name>]`` and are structured by the plugin's
+own class when it declares (:mod:`foxhunt.plugin_config`); a key the core used
+to own there is refused with the key that replaces it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import tomli_w
+from cattrs.gen import make_dict_structure_fn
 
-from foxhunt.adaptive_config import AdaptiveConfig
-from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
+from foxhunt.config_loading import MovedKeysError, apply_overrides, converter, load_toml, structure, unstructure
 from foxhunt.data.config import DataConfig
 from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
-from foxhunt.plugins import PluginSelection
+from foxhunt.plugin_config import SELECTION_KEYS, PluginSelection, moved_keys
 from foxhunt.profiles import PROFILE_NAMES, apply_profile
 from foxhunt.trainer.config import TrainConfig
 
-__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "dump_config"]
+__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "config_data", "dump_config"]
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -59,8 +62,20 @@ class FoxhuntConfig:
     folds: FoldConfig = FoldConfig()
     env: EnvConfig = EnvConfig()
     learner: LearnerConfig = LearnerConfig()
-    adaptive: AdaptiveConfig = AdaptiveConfig()
     train: TrainConfig = TrainConfig()
+
+
+_structure_sections = make_dict_structure_fn(FoxhuntConfig, converter)
+
+
+def _structure_root(data: Any, _: type) -> FoxhuntConfig:
+    """Every section, after refusing the keys that moved to a plugin's section (each named with its new key)."""
+    if isinstance(data, Mapping) and (moves := moved_keys(data)):
+        raise MovedKeysError(moves)
+    return _structure_sections(data, FoxhuntConfig)
+
+
+converter.register_structure_hook(FoxhuntConfig, _structure_root)
 
 
 def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> FoxhuntConfig:
@@ -82,9 +97,26 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> Foxh
     return structure(apply_profile(data), FoxhuntConfig, source=source)
 
 
-def dump_config(config: FoxhuntConfig) -> str:
-    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds)."""
-    return tomli_w.dumps(_drop_none(unstructure(config)))
+def config_data(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The config as plain data; ``plugin_settings`` (``PluginHost.all_settings()``) resolves the plugins' tables.
+
+    Each plugin in ``plugin_settings`` gets its ``[plugins.<name>]`` table as
+    resolved, every default included (what ``foxhunt config show`` prints).
+    Without it the tables are kept as written, which is what a run records in
+    ``config.toml`` and its checkpoints, and what ``--resume`` compares.
+    """
+    data = unstructure(config)
+    plugins = data["plugins"]
+    for name, settings in (plugin_settings or {}).items():
+        plugins[name] = unstructure(settings)
+    tables = sorted(name for name in plugins if name not in SELECTION_KEYS)
+    data["plugins"] = {**{key: plugins[key] for key in SELECTION_KEYS}, **{name: plugins[name] for name in tables}}
+    return data
+
+
+def dump_config(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> str:
+    """The fully resolved config as TOML (what ``config.toml`` in a run directory holds); see :func:`config_data`."""
+    return tomli_w.dumps(_drop_none(config_data(config, plugin_settings)))
 
 
 def _drop_none(data: Any) -> Any:

@@ -6,6 +6,9 @@ alone is checked here, once, by :func:`check_config`, after the run-size
 profile has been applied: ``foxhunt train`` and each ``foxhunt tune`` trial
 call it before the run directory is created. Every problem found is listed in
 one :class:`~foxhunt.errors.ConfigError`, a line per problem, each naming its key.
+Then the selected plugins are loaded and declare, so that a bad
+``[plugins.<name>]`` table (or any plugin problem) is refused as one
+:class:`~foxhunt.errors.PluginError` before the run directory exists too.
 
 Memory is estimated with :func:`estimate_memory`, a deliberately simple sum of
 the big allocations, in 4-byte words (``D`` observation width, ``Br`` action
@@ -43,6 +46,7 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
+from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
 
 __all__ = ["MemoryEstimate", "estimate_memory", "observation_width", "usable_cpus", "memory_limit", "check_config"]
@@ -231,9 +235,11 @@ def machine_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
 
 
 def check_config(config: FoxhuntConfig) -> FoxhuntConfig:
-    """``config`` unchanged, or one :class:`ConfigError` listing every value that cannot work (key paths named)."""
+    """``config`` unchanged, or one :class:`ConfigError` listing every value that cannot work (key paths named),
+    or the :class:`~foxhunt.errors.PluginError` of the plugins it selects (their settings tables included)."""
     problems = value_problems(config) + machine_problems(config)
     if problems:
         lines = "\n".join(f"  {key}: {reason}" for key, reason in problems)
         raise ConfigError(f"this configuration cannot run:\n{lines}")
+    PluginHost(config.plugins).discover().declare().freeze()  # the plugins' own tables: PluginError naming each
     return config

@@ -20,12 +20,40 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from foxhunt.errors import ConfigError
 
-__all__ = ["converter", "structure", "unstructure", "load_toml", "apply_overrides", "parse_override", "deep_copy"]
+__all__ = [
+    "converter",
+    "structure",
+    "structure_problems",
+    "unstructure",
+    "load_toml",
+    "apply_overrides",
+    "parse_override",
+    "deep_copy",
+    "MovedKey",
+    "MovedKeysError",
+]
 
 T = TypeVar("T")
 
 converter = cattrs.Converter(forbid_extra_keys=True)
 _NAMED_MESSAGE = re.compile(r"^'(\w+)' ")
+
+
+@attrs.frozen
+class MovedKey:
+    """A key (or a section) that a newer config layout keeps elsewhere: ``old`` path, ``new`` path, and why."""
+
+    old: str
+    new: str
+    why: str
+
+
+class MovedKeysError(ValueError):
+    """A config that sets keys which have moved; each key is reported with the one to write instead."""
+
+    def __init__(self, moves: list[MovedKey]) -> None:
+        self.moves = list(moves)
+        super().__init__("; ".join(f"{move.old} moved to {move.new}" for move in self.moves))
 
 
 def _strict(expected: str, accepts) -> Any:
@@ -71,6 +99,14 @@ def _reasons(error: BaseException, path: str) -> Iterable[tuple[str, str]]:
             yield from _reasons(sub, f"{path}[{note.index!r}]")
         for sub in without_notes:
             yield from _reasons(sub, path)
+    elif isinstance(error, MovedKeysError):
+        for move in error.moves:
+            section, _, key = move.new.rpartition(".")
+            yield (
+                f"{path}.{move.old}" if path else move.old,
+                f"this key moved to {move.new} ({move.why}); write `{key} = ...` under [{section}], "
+                f"or --set {move.new}=...",
+            )
     elif isinstance(error, ForbiddenExtraKeysError):
         for key in sorted(error.extra_fields):
             yield (f"{path}.{key}" if path else key, "unknown key (check the spelling; `foxhunt config show` lists every key)")
@@ -89,11 +125,19 @@ def _reasons(error: BaseException, path: str) -> Iterable[tuple[str, str]]:
 
 def structure(data: Mapping[str, Any], cls: type[T], *, source: str = "config") -> T:
     """Build ``cls`` from plain data, raising one :class:`ConfigError` listing every problem."""
+    instance, problems = structure_problems(data, cls)
+    if problems:
+        lines = [f"{source}: {path}: {reason}" for path, reason in problems]
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {line}" for line in lines))
+    return instance
+
+
+def structure_problems(data: Mapping[str, Any], cls: type[T]) -> tuple[T | None, list[tuple[str, str]]]:
+    """Build ``cls`` from plain data: ``(instance, [])``, or ``(None, [(key path, reason), ...])``."""
     try:
-        return converter.structure(dict(data), cls)
+        return converter.structure(dict(data), cls), []
     except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError, ValueError, TypeError) as error:
-        lines = [f"{source}: {path}: {reason}" for path, reason in _reasons(error, "")]
-        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {line}" for line in lines)) from None
+        return None, list(_reasons(error, ""))
 
 
 def unstructure(config: Any) -> dict[str, Any]:

@@ -7,6 +7,12 @@ such as ``foxhunt_delcare``) stops the run: pluggy's ``check_pending`` reports i
 
 Order of calls in a run: ``foxhunt_declare`` once per plugin while the manager
 is *declaring*; then, after freeze, each component hook once.
+
+A plugin's own settings (``registrar.settings(cls)`` in ``foxhunt_declare``,
+set by users under ``[plugins.<name>]``) reach its component hooks as the
+``settings`` argument: the resolved instance of its class, ``None`` for a
+plugin that declares none. Like every hook argument it may be left out of an
+implementation's signature.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ def foxhunt_declare(registrar: Registrar) -> None:
     :param registrar: a :class:`foxhunt.registrar.Registrar` bound to this
         plugin. Use ``registrar.slot(...)`` for ISV slots,
         ``registrar.state(...)`` for state-reset entries (every slot and every
-        piece of training state needs one) and ``registrar.dims(Table)`` for
-        named-dimension tables.
+        piece of training state needs one), ``registrar.dims(Table)`` for
+        named-dimension tables and ``registrar.settings(cls)`` for the
+        plugin's ``[plugins.<name>]`` settings (returns the resolved instance).
 
     Called once per plugin, in the *declaring* phase, each plugin with its own
     registrar. All results are ignored; problems are collected across plugins
@@ -44,10 +51,11 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookspec
-def foxhunt_loss_components(config: Any) -> list[LossComponent]:
+def foxhunt_loss_components(config: Any, settings: Any) -> list[LossComponent]:
     """Return the loss components this plugin adds to the learner.
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
     :return: a list of :class:`foxhunt.records.LossComponent` (may be empty).
 
     Called once after freeze. Results from every plugin are concatenated; two
@@ -56,10 +64,11 @@ def foxhunt_loss_components(config: Any) -> list[LossComponent]:
 
 
 @hookspec
-def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+def foxhunt_monitors(config: Any, settings: Any) -> list[AdaptiveMonitor]:
     """Return the read-only monitors this plugin adds.
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
     :return: a list of :class:`foxhunt.monitors.AdaptiveMonitor` instances.
 
     Called once after freeze. Monitors receive read-only ISV views only.
@@ -67,10 +76,11 @@ def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
 
 
 @hookspec
-def foxhunt_kernels(config: Any) -> list[Kernel]:
+def foxhunt_kernels(config: Any, settings: Any) -> list[Kernel]:
     """Return the device kernels this plugin adds (adaptive kernels, the environment's physics).
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
     :return: a list of :class:`foxhunt.records.Kernel`; each kernel's ``writes``
         must name ISV slots its own plugin declared.
 

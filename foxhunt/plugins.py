@@ -1,4 +1,4 @@
-"""The plugin manager: discovery, validation, declaration, freeze, and the component hooks.
+"""The plugin manager: discovery, validation, declaration and settings, freeze, and the component hooks.
 
 One :class:`PluginHost` per trainer (never a module global). Its lifecycle is
 ``discovering -> declaring -> frozen -> running -> closed``; calls out of order
@@ -13,13 +13,12 @@ import difflib
 import enum
 import importlib.metadata as metadata
 import inspect
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 import pluggy
 import structlog
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from foxhunt import __version__, core_declarations, hookspecs
@@ -27,6 +26,7 @@ from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
 from foxhunt.monitors import AdaptiveMonitor
+from foxhunt.plugin_config import PluginSelection
 from foxhunt.records import Kernel, LossComponent
 from foxhunt.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
@@ -45,38 +45,6 @@ class Phase(enum.StrEnum):
     FROZEN = "frozen"
     RUNNING = "running"
     CLOSED = "closed"
-
-
-def _name_list(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
-def _valid_specifiers(instance: Any, attribute: attrs.Attribute, value: dict[str, str]) -> None:
-    for name, spec in value.items():
-        try:
-            SpecifierSet(spec)
-        except InvalidSpecifier:
-            # The attribute travels with the error so config messages name the key path (plugins.require).
-            raise ValueError(f"plugin {name!r}: {spec!r} is not a version specifier (e.g. '>=0.2,<1')", attribute) from None
-
-
-@attrs.frozen
-class PluginSelection:
-    """``[plugins]`` config: which plugins a run uses.
-
-    ``enable`` empty means every discovered plugin; otherwise only those named.
-    ``disable`` removes plugins. ``require`` maps plugin names to version
-    specifiers; a required plugin that is missing or of another version stops the run.
-    """
-
-    enable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
-    disable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
-    require: dict[str, str] = attrs.field(factory=dict, validator=_valid_specifiers)
-
-    def selects(self, name: str) -> bool:
-        if name in self.disable:
-            return False
-        return not self.enable or name in self.enable or name in self.require
 
 
 @attrs.define
@@ -128,7 +96,7 @@ class PluginHost:
         self.phase = Phase.DISCOVERING
         self.plugins: dict[str, PluginInfo] = {}
         self.problems: list[PluginProblem] = []
-        self.declarations = Declarations()
+        self.declarations = Declarations(sections=dict(self.selection.settings))
         self.registries: FrozenRegistries | None = None
         self.kernel_owners: dict[str, str] = {}  # kernel name -> plugin, filled by kernels()
 
@@ -304,6 +272,7 @@ class PluginHost:
                 continue
             slot_owner[slot.name] = slot.owner
         entries = self._state_entries(slot_owner, owner_info)
+        self._check_sections()
         if self.problems:
             raise PluginError(self.problems)
         unique_slots = {slot.name: slot for slot in self.declarations.slots}
@@ -346,15 +315,51 @@ class PluginHost:
                 )
         return list(entries.values())
 
+    def _check_sections(self) -> None:
+        """Every ``[plugins.<name>]`` table must belong to a loaded plugin that declared settings."""
+        loaded = sorted(name for name, info in self.plugins.items() if info.status == "loaded")
+        for name in sorted(self.declarations.sections):
+            if name in self.declarations.settings:
+                continue
+            info = self.plugins.get(name)
+            if info is None:
+                close = difflib.get_close_matches(name, list(self.plugins), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                self.problems.append(PluginProblem(
+                    name, "(not installed)", "-",
+                    f"[plugins.{name}] configures a plugin that is not loaded: no plugin named {name!r} is installed "
+                    f"(loaded plugins: {', '.join(loaded)}); {hint}correct the name or remove the section",
+                ))
+            elif info.status == "disabled":
+                self._problem(info, f"[plugins.{name}] configures a plugin that is not loaded: [plugins] disables it "
+                                    f"(loaded plugins: {', '.join(loaded)}); enable it or remove the section")
+            elif info.status == "loaded":
+                self._problem(info, f"[plugins.{name}] sets keys, but plugin {name!r} declares no settings "
+                                    "(it never calls registrar.settings); remove the section")
+            # a plugin that failed to load already has its problem: its settings were never declared
+
+    def settings(self, name: str) -> Any:
+        """Plugin ``name``'s resolved settings (an instance of the class it declared), or ``None``."""
+        self._expect(Phase.DECLARING, Phase.FROZEN, Phase.RUNNING, action="read plugin settings")
+        return self.declarations.settings.get(name)
+
+    def all_settings(self) -> dict[str, Any]:
+        """``{plugin: resolved settings}`` for every loaded plugin that declared settings, by name."""
+        self._expect(Phase.DECLARING, Phase.FROZEN, Phase.RUNNING, action="read plugin settings")
+        return {name: self.declarations.settings[name] for name in sorted(self.declarations.settings)
+                if self.declarations.settings[name] is not None}
+
     # -- components -------------------------------------------------------
-    def _collect(self, hook_name: str, record_type: type | None, config: Any) -> list[tuple[str, Any]]:
+    def _collect(self, hook_name: str, record_type: type | None, config: Any,
+                 settings: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
         self._expect(Phase.FROZEN, Phase.RUNNING, action=f"call {hook_name}")
+        settings = {**self.declarations.settings, **(settings or {})}
         results: list[tuple[str, Any]] = []
         problems: list[PluginProblem] = []
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             info = self.plugins[impl.plugin_name]
             try:
-                returned = _call(impl, config=config)
+                returned = _call(impl, config=config, settings=settings.get(info.name))
             except Exception as error:
                 problems.append(PluginProblem(info.name, info.distribution, info.version, f"{hook_name} raised {error!r}"))
                 continue
@@ -409,11 +414,15 @@ class PluginHost:
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:
         return [item for _, item in self._collect("foxhunt_monitors", AdaptiveMonitor, config)]
 
-    def component_owners(self, config: Any) -> dict[str, tuple[str, str]]:
-        """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check)."""
+    def component_owners(self, config: Any, settings: dict[str, Any] | None = None) -> dict[str, tuple[str, str]]:
+        """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check).
+
+        ``settings`` replaces some plugins' resolved settings for this question only (the audit switches
+        opt-in plugins on this way).
+        """
         owners: dict[str, tuple[str, str]] = {}
         for kind, hook in (("loss", "foxhunt_loss_components"), ("kernel", "foxhunt_kernels"), ("monitor", "foxhunt_monitors")):
-            for owner, item in self._collect(hook, None, config):
+            for owner, item in self._collect(hook, None, config, settings):
                 owners[item.name] = (kind, owner)
         return owners
 

@@ -1,23 +1,26 @@
 """What a plugin's ``foxhunt_declare`` hook receives: a typed registrar bound to that plugin.
 
 Every claim is recorded with its owner so the frozen layout, the state-reset
-registry and the named-dimension tables can say who declared what, and every
-problem can name the plugin responsible.
+registry, the named-dimension tables and the plugins' settings can say who
+declared what, and every problem can name the plugin responsible.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
+from foxhunt.config_loading import structure_problems
 from foxhunt.dims import DimTable
 from foxhunt.errors import LayoutError, LifecycleError
 from foxhunt.isv import Slot
 from foxhunt.state import ResetCategory, StateEntry
 
 __all__ = ["Registrar", "Declarations"]
+
+T = TypeVar("T")
 
 
 @attrs.define
@@ -28,11 +31,13 @@ class Declarations:
     states: list[StateEntry] = attrs.Factory(list)
     dims: dict[str, tuple[str, type[DimTable]]] = attrs.Factory(dict)  # table name -> (owner, table)
     problems: list[tuple[str, str]] = attrs.Factory(list)  # (owner, message)
+    sections: dict[str, dict[str, Any]] = attrs.Factory(dict)  # plugin -> its [plugins.<name>] table, as written
+    settings: dict[str, Any] = attrs.Factory(dict)  # plugin -> its resolved settings instance
     frozen: bool = False
 
 
 class Registrar:
-    """Bound to one plugin; collects its slots, state entries and dimension tables.
+    """Bound to one plugin; collects its slots, state entries, dimension tables and settings.
 
     Invalid claims are recorded as problems (reported together at freeze), not
     raised one by one, so a plugin author sees everything that is wrong at once.
@@ -109,3 +114,43 @@ class Registrar:
         else:
             self._declarations.dims[table.__name__] = (self.owner, table)
         return table
+
+    def settings(self, cls: type[T]) -> T | None:
+        """Declare this plugin's settings as the attrs class ``cls``; returns the run's resolved instance.
+
+        Users set them under ``[plugins.<name>]`` (``--set plugins.<name>.<key>=...``); keys left out take
+        the class's defaults. The same instance is handed to the plugin's component hooks as ``settings``.
+        A bad section (unknown key, wrong type, a validator's refusal) is a problem reported at freeze,
+        each with its key path; meanwhile this returns the defaults (``None`` if the class has none).
+        """
+        name = getattr(cls, "__name__", repr(cls))
+        self._check_open(f"settings {name!r}")
+        if not attrs.has(cls):
+            self._declarations.problems.append(
+                (self.owner, f"settings() takes an attrs class (decorate {name} with @attrs.frozen), got {cls!r}")
+            )
+            return None
+        if self.owner in self._declarations.settings:
+            self._declarations.problems.append(
+                (self.owner, "settings() was called twice; declare one class holding every setting of the plugin")
+            )
+            return self._declarations.settings[self.owner]
+        section = dict(self._declarations.sections.get(self.owner, {}))
+        known = [field.alias or field.name for field in attrs.fields(cls)]
+        for key in sorted(set(section) - set(known)):
+            del section[key]
+            self._declarations.problems.append((
+                self.owner,
+                f"plugins.{self.owner}.{key}: unknown key; the settings of plugin {self.owner!r} are "
+                f"{', '.join(known) or '(none)'} (`foxhunt plugins inspect {self.owner}` shows them with their defaults)",
+            ))
+        instance, problems = structure_problems(section, cls)
+        for path, reason in problems:
+            where = f"plugins.{self.owner}.{path}" if path and path != "(top level)" else f"[plugins.{self.owner}]"
+            self._declarations.problems.append(
+                (self.owner, f"{where}: {reason} (fix [plugins.{self.owner}] in the config or its --set)")
+            )
+        if instance is None:
+            instance, _ = structure_problems({}, cls)
+        self._declarations.settings[self.owner] = instance
+        return instance

@@ -12,7 +12,7 @@ import foxhunt.learner.declarations as learner_declarations
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.isv import ISV
 from foxhunt.learner import Learner, LearnerConfig, ReplayConfig
-from foxhunt.plugins import FrozenRegistries, PluginHost
+from foxhunt.plugins import FrozenRegistries, PluginHost, PluginSelection
 from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
 
 LOSS_MODULES = (c51, mse, cql, iqn, ensemble)
@@ -36,8 +36,10 @@ def small_config(**changes: Any) -> LearnerConfig:
     return LearnerConfig(**base)
 
 
-def frozen_host(extra: Sequence[tuple[Any, str]] = (), losses: Sequence[Any] = LOSS_MODULES) -> tuple[PluginHost, FrozenRegistries]:
-    host = PluginHost()
+def frozen_host(extra: Sequence[tuple[Any, str]] = (), losses: Sequence[Any] = LOSS_MODULES,
+                settings: dict[str, dict[str, Any]] | None = None) -> tuple[PluginHost, FrozenRegistries]:
+    """The learner's declarations and ``losses`` (plus ``extra``); ``settings`` are ``[plugins.<name>]`` tables."""
+    host = PluginHost(PluginSelection(settings=settings or {}))
     host.add_plugin(learner_declarations, "learner")
     for module in losses:
         host.add_plugin(module, module.NAME)
@@ -89,10 +91,11 @@ def single_thread():
 def make_learner() -> Callable[..., Learner]:
     def build(config: LearnerConfig | None = None, *, seed: int = 0, extra: Sequence[tuple[Any, str]] = (),
               losses: Sequence[Any] = LOSS_MODULES, dtype: torch.dtype = torch.float32, fill: int = 40,
-              **changes: Any) -> Learner:
-        """A small learner on CPU; ``changes`` edit :func:`small_config` when ``config`` is not given."""
+              settings: dict[str, dict[str, Any]] | None = None, **changes: Any) -> Learner:
+        """A small learner on CPU; ``changes`` edit :func:`small_config` when ``config`` is not given;
+        ``settings`` are the loss plugins' ``[plugins.<name>]`` tables."""
         config = config or small_config(**changes)
-        host, registries = frozen_host(extra, losses)
+        host, registries = frozen_host(extra, losses, settings)
         isv = ISV(registries.layout)
         learner = Learner(config, registries.layout, isv, host.loss_components(config), OBS_DIM, "cpu", seed,
                           n_envs=N_ENVS, dtype=dtype)

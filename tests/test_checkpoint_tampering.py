@@ -244,6 +244,21 @@ Path_ = tuple[Any, ...]
 NOT_DESCENDED = {"config", "curves", "equity", "slots"}  # long or deep: their own parents are mutated whole
 
 
+def test_a_checkpoint_saved_before_plugins_owned_their_settings_still_backtests(stopped_run: Path, tmp_path: Path) -> None:
+    run = copy_run(stopped_run, tmp_path)
+
+    def as_before_the_move(metadata: dict[str, Any]) -> None:
+        config = metadata["config"]
+        smoothing = config["plugins"].pop("c51")["label_smoothing_max"]
+        config["learner"].update(kappa=1.0, label_smoothing_max=smoothing, cql_alpha=0.1, ensemble_diversity=0.5)
+        config["adaptive"] = {"static": {"cql_alpha": 0.1}, "tau": {"start": 0.01, "end": 0.001}}
+
+    edit_metadata(run / POLICY, as_before_the_move, seal=True)
+    assert "adaptive" in json.loads((run / POLICY / METADATA_FILE).read_text(encoding="utf-8"))["config"]
+    outcome = backtest_checkpoint(run / POLICY)
+    assert outcome.window_name == "test"
+
+
 def key_paths(value: Any, prefix: Path_ = (), depth: int = 0) -> list[Path_]:
     """Key paths into the metadata, three levels deep (list items by index); the seal rewrites ``integrity``."""
     items = value.items() if isinstance(value, dict) else enumerate(value)

@@ -101,6 +101,12 @@ def test_every_problem_is_listed_in_the_one_paragraph(tmp_path: Path) -> None:
         assert key in result.stderr
 
 
+def test_a_bad_plugin_table_is_refused_before_the_run_directory_exists(tmp_path: Path) -> None:
+    result = train(tmp_path, "plugins.iqn.kappa=0", "plugins.c51.smoothing=0.2")
+    assert_refused(result, tmp_path, "plugins.iqn.kappa", "'kappa' must be a finite number > 0: 0.0")
+    assert "plugins.c51.smoothing: unknown key; the settings of plugin 'c51' are label_smoothing_max" in result.stderr
+
+
 def test_cuda_asked_for_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = CliRunner().invoke(cli, ["train", "--out", str(tmp_path / "run"), "--device", "cuda"], prog_name="foxhunt")

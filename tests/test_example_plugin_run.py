@@ -32,7 +32,8 @@ def test_a_run_with_the_huber_loss_records_its_budget_and_gradient_norms(tmp_pat
     result = CliRunner().invoke(
         cli,
         ["train", "--data", "synthetic:planted?bars=600&seed=2", "--out", str(out), "--no-progress",
-         "--set", 'plugins.disable=["mse"]', "--set", "learner.budgets.huber=0.15", *TINY],
+         "--set", 'plugins.disable=["mse"]', "--set", "plugins.huber.enabled=true", "--set", "learner.budgets.huber=0.15",
+         *TINY],
     )
     assert result.exit_code == 0, result.output
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])

@@ -27,6 +27,7 @@ TINY = (
     "folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80", "folds.embargo_bars=5",
     "env.n_envs=8", "learner.hidden=[32,32]", "learner.head_hidden=16", "learner.batch_size=32",
     "learner.n_atoms=11", "learner.replay.capacity=2048",
+    "plugins.c51.label_smoothing_max=0.1",  # its default: a plugin table in every saved config, resumed and backtested
 )
 # The same run, long enough (2 folds x 12 epochs) that a live process can be scraped and interrupted mid-run.
 LIVE = (*TINY, "train.epochs=12")

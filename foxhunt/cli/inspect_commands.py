@@ -6,7 +6,9 @@ refuses to start.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 
 from foxhunt.checkpoint import checkpoint_layout, read_metadata
 from foxhunt.cli.common import config_options, echo_json, frozen_host, resolve_config
-from foxhunt.config import FoxhuntConfig, dump_config
+from foxhunt.config import FoxhuntConfig, config_data, dump_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import PluginError
 from foxhunt.isv import layout_diff
@@ -80,6 +82,7 @@ def plugins_inspect(name: str, config_path: Path | None, overrides: tuple[str, .
     if info.error:
         console.print(f"  [red]error:[/] {info.error}")
     host.declare()
+    _print_settings(name, host.settings(name) if info.status == "loaded" else None)
     try:
         registries = host.freeze()
     except PluginError as error:
@@ -99,6 +102,21 @@ def plugins_inspect(name: str, config_path: Path | None, overrides: tuple[str, .
     owners = host.component_owners(config)
     components = sorted((kind, comp) for comp, (kind, owner) in owners.items() if owner == name)
     console.print(f"  components: {', '.join(f'{comp} ({kind})' for kind, comp in components) or '-'}")
+
+
+def _print_settings(name: str, settings: Any) -> None:
+    """``settings [plugins.NAME]:`` and one ``key = value`` line each (TOML values), a changed default beside it."""
+    if settings is None:
+        console.print("  settings: -")
+        return
+    try:
+        defaults = unstructure(type(settings)())
+    except (TypeError, ValueError):  # a setting without a default: nothing to compare it with
+        defaults = {}
+    console.print(f"  settings \\[plugins.{name}]:")
+    for key, value in unstructure(settings).items():
+        note = f"  (default {json.dumps(defaults[key])})" if key in defaults and defaults[key] != value else ""
+        console.print(f"    {key} = {json.dumps(value)}{note}", markup=False, highlight=False)
 
 
 # -- layout ---------------------------------------------------------------
@@ -197,10 +215,16 @@ def config_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")
 @config_options
 def config_show(as_json: bool, config_path: Path | None, overrides: tuple[str, ...]) -> None:
-    """Print the fully resolved config: defaults, then --config FILE, then each --set."""
+    """Print the fully resolved config: defaults, then --config FILE, then each --set.
+
+    Every loaded plugin's settings are shown under [plugins.NAME], resolved, with
+    their defaults; a bad plugin table stops the command like a run.
+    """
     config: FoxhuntConfig = resolve_config(config_path, overrides)
+    host, _ = frozen_host(config)
+    settings = host.all_settings()
     if as_json:
-        echo_json(unstructure(config))
+        echo_json(config_data(config, settings))
     else:
-        click.echo(dump_config(config), nl=False)
+        click.echo(dump_config(config, settings), nl=False)
 

@@ -64,7 +64,7 @@ class ReplayConfig:
 
 @attrs.frozen
 class LearnerConfig:
-    """Network shape, loss settings, optimisation and replay of the learner."""
+    """Network shape, the loss terms' shared settings, optimisation and replay of the learner."""
 
     # network
     hidden: tuple[int, ...] = attrs.field(default=(128, 128), converter=_int_tuple, validator=_positive_ints)
@@ -81,10 +81,9 @@ class LearnerConfig:
     # losses
     gamma: float = attrs.field(default=0.99, validator=_unit)  # fallback of gamma.branch
     n_step: int = attrs.field(default=3, validator=_positive)
-    kappa: float = attrs.field(default=1.0, validator=_positive_finite)  # quantile-Huber threshold
-    label_smoothing_max: float = attrs.field(default=0.1, validator=_unit)  # at health 0
-    cql_alpha: float = attrs.field(default=0.1, validator=_non_negative_finite)  # fallback of cql.alpha
-    ensemble_diversity: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
+    # Each loss component's own hyperparameters are its plugin's settings ([plugins.<name>], docs/learner.md).
+    # What stays here spans the components: their gradient budgets, and which one's per-sample TD error
+    # drives the replay priorities (a choice among the enabled components, made by the learner).
     budgets: dict[str, float] = attrs.field(factory=dict, converter=_budget_dict)  # overrides component defaults
     priority_component: str = "c51"  # whose per-sample TD error feeds replay priorities
     # optimisation

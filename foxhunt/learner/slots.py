@@ -4,7 +4,8 @@ The learner never writes the ISV: adaptive kernels own these slots (they
 declare them and write them); the learner only reads them through live views,
 so a kernel's write is seen by the next update with no copy and no host sync.
 When a slot is absent from the layout the learner uses a constant device
-tensor made once from :class:`~foxhunt.learner.config.LearnerConfig`.
+tensor made once from :class:`~foxhunt.learner.config.LearnerConfig` (or, for
+slots no learner setting stands for, a constant of this module).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "GAMMA",
     "HEALTH",
     "CQL_ALPHA",
+    "CQL_ALPHA_FALLBACK",
     "GRAD_BALANCE",
     "SLOT_WIDTHS",
     "LearnerReads",
@@ -36,6 +38,9 @@ TAU = "tau.value"  # Polyak target-update rate
 GAMMA = "gamma.branch"  # per-branch discount
 HEALTH = "health.value"  # learning health in [0, 1]; c51 label smoothing rises as it falls
 CQL_ALPHA = "cql.alpha"  # conservative-penalty strength
+# α when no plugin declares cql.alpha. Its one key is [plugins.static] cql_alpha (the static plugin writes the slot,
+# with this as its default); the learner has no key of its own, so two keys can no longer disagree.
+CQL_ALPHA_FALLBACK = 0.1
 GRAD_BALANCE = "grad_balance.scale"  # per-branch weight of every loss's branch average
 
 N_BRANCHES = len(Branch)
@@ -71,8 +76,8 @@ class LearnerReads:
 
     Shapes: ``center``, ``half_width``, ``gamma``, ``grad_balance`` are ``[Branch]``;
     ``tau``, ``health``, ``cql_alpha`` are ``[1]``. ``sources`` says, per slot
-    name, whether it comes from the ISV or from the config (for ``foxhunt
-    plugins inspect`` and the docs).
+    name, whether it comes from the ISV or is a fallback (``"config"``; for
+    ``foxhunt plugins inspect`` and the docs).
     """
 
     center: torch.Tensor
@@ -93,7 +98,7 @@ class LearnerReads:
             TAU: [config.tau],
             GAMMA: [config.gamma] * N_BRANCHES,
             HEALTH: [1.0],
-            CQL_ALPHA: [config.cql_alpha],
+            CQL_ALPHA: [CQL_ALPHA_FALLBACK],
             GRAD_BALANCE: [1.0] * N_BRANCHES,
         }
         tensors: dict[str, torch.Tensor] = {}

@@ -139,7 +139,8 @@ class _PluginConformance(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.host: PluginHost = make_host(*self.extra_plugins, (self.plugin, self.plugin_name))
+        self.host: PluginHost = make_host(*self.extra_plugins, (self.plugin, self.plugin_name),
+                                          selection=getattr(self.config, "plugins", None))
         self.registries: FrozenRegistries | None = None
         self.directory = Path(tempfile.mkdtemp(prefix="foxhunt-conformance-"))
         self.learner: Any = None
@@ -386,7 +387,7 @@ def conformance_machine(
     :param plugin: the plugin module (or object) as its entry point loads it.
     :param name: its entry-point name.
     :param config: the run config handed to the component hooks (default: ``FoxhuntConfig()``);
-        an opt-in plugin gets one that enables it.
+        its ``[plugins.<name>]`` tables set the plugins' settings (an opt-in plugin gets one that enables it).
     :param extra_plugins: ``(plugin, name)`` pairs loaded beside it (plugins whose slots it reads).
     :param signals: ``signals(layout) -> {name: tensor}``, the signal tensors its kernels read.
     :param state_objects: ``{state entry name: factory}`` live objects for its non-ISV resetting state.

@@ -6,7 +6,7 @@ import importlib.metadata as metadata
 import inspect
 from typing import Any
 
-from foxhunt.plugins import PluginHost
+from foxhunt.plugins import PluginHost, PluginSelection
 
 __all__ = ["make_host", "plugin_origin"]
 
@@ -27,9 +27,12 @@ def plugin_origin(plugin: Any) -> tuple[str, str]:
     return "(in-process)", "0"
 
 
-def make_host(*plugins: tuple[Any, str]) -> PluginHost:
-    """A host with the core's declarations and the given ``(plugin, name)`` pairs; nothing discovered."""
-    host = PluginHost()
+def make_host(*plugins: tuple[Any, str], selection: PluginSelection | None = None) -> PluginHost:
+    """A host with the core's declarations and the given ``(plugin, name)`` pairs; nothing discovered.
+
+    ``selection`` (a config's ``plugins``) carries the ``[plugins.<name>]`` tables the plugins' settings come from.
+    """
+    host = PluginHost(selection)
     host.add_core()
     for plugin, name in plugins:
         distribution, version = plugin_origin(plugin)

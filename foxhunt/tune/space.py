@@ -36,7 +36,9 @@ import tomli_w
 
 from foxhunt.config import FoxhuntConfig
 from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, PluginError
+from foxhunt.plugin_config import SELECTION_KEYS
+from foxhunt.plugins import PluginHost
 
 __all__ = [
     "PARAMETER_TYPES",
@@ -235,18 +237,34 @@ def check_space(space: SearchSpace, base: dict[str, Any], source: str) -> None:
         if reason is not None:
             problems.append(f"{path}: {key} is not tunable: it sets {reason}, so trials could not be compared")
             continue
-        if not _is_leaf_key(parts):
+        plugin_key = _is_plugin_key(parts)
+        if not plugin_key and not _is_leaf_key(parts):
             problems.append(f"{path}: {key} is not a config key (`foxhunt config show` lists every key)")
             continue
         for value in spec.values_to_check():
             override = f"{key}={override_text(value)}"
             try:
-                structure(apply_overrides(base, [override]), FoxhuntConfig, source=f"--set {override}")
+                config = structure(apply_overrides(base, [override]), FoxhuntConfig, source=f"--set {override}")
+                if plugin_key:
+                    _check_plugin_settings(config)
             except ConfigError as error:
                 detail = str(error).removeprefix("invalid configuration:\n").strip()
                 problems.append(f"{path}: the value {value!r} is refused by the run config: {detail}")
+            except PluginError as error:
+                detail = "; ".join(str(problem) for problem in error.problems)
+                problems.append(f"{path}: the value {value!r} is refused by its plugin: {detail}")
     if problems:
         raise ConfigError("invalid search space:\n" + "\n".join(f"  {line}" for line in problems))
+
+
+def _is_plugin_key(parts: list[str]) -> bool:
+    """Whether ``parts`` names a setting in a plugin's own table, ``plugins.<name>.<key>``."""
+    return len(parts) >= 3 and parts[0] == "plugins" and parts[1] not in SELECTION_KEYS
+
+
+def _check_plugin_settings(config: FoxhuntConfig) -> None:
+    """Let the plugins structure their tables of ``config`` (a trial's run would): raises ``PluginError``."""
+    PluginHost(config.plugins).discover().declare().freeze()
 
 
 def _is_leaf_key(parts: list[str]) -> bool:

@@ -8,7 +8,7 @@ the share ``p`` of the fold's environment transitions collected so far, and
 trainer's vector-step counter (the kernel context's ``step``), ``fold_start``
 its value when the fold began (slot ``epsilon.fold_start``, written by the
 fold kernel), ``fold_env_steps = train.epochs × train.env_steps_per_epoch``
-(:func:`~foxhunt.adaptive_config.fold_length_of`). Why transitions and not the
+(:func:`~foxhunt.fold_length.fold_length_of`). Why transitions and not the
 epoch index (``train.progress``, which this kernel read before): with the
 epoch index, ε stayed at ``start`` for the whole first epoch and dropped in
 steps at epoch boundaries, so a run with few long epochs (the GPU profile: 3
@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of, fold_length_of
+from foxhunt.fold_length import FoldLength, fold_length_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -40,8 +42,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets, step_of
+from foxhunt_plugins.adaptive.validators import branch_unit, per_branch, rate, unit
 
-__all__ = ["VALUE", "FOLD_START", "EPSILON_INIT", "FOLD_START_KERNEL", "EpsilonSlot", "EpsilonParam", "EpsilonMonitor", "EPSILON_KERNEL",
+__all__ = ["EpsilonSettings", "VALUE", "FOLD_START", "EPSILON_INIT", "FOLD_START_KERNEL", "EpsilonSlot", "EpsilonParam", "EpsilonMonitor", "EPSILON_KERNEL",
            "epsilon_params", "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
 VALUE = "epsilon.branch"
@@ -95,18 +98,36 @@ def _fold_start_row(i, args):
 FOLD_START_KERNEL = DualKernel(_fold_start_row, "epsilon.fold_start")
 
 
-def epsilon_params(config: Any) -> list[list[float]]:
+@attrs.frozen
+class EpsilonSettings:
+    """``[plugins.epsilon]``: per-branch exploration, linear decay over ``decay_fraction`` of the fold plus a health boost.
+
+    The fold is measured in environment transitions (``train.epochs ×
+    train.env_steps_per_epoch``), so the same config explores the same share
+    of its data whatever ``env.n_envs`` and however the fold is cut into epochs.
+    """
+
+    start: tuple[float, ...] = attrs.field(default=(1.0, 1.0, 1.0, 1.0), converter=per_branch, validator=branch_unit)
+    end: tuple[float, ...] = attrs.field(default=(0.02, 0.02, 0.05, 0.05), converter=per_branch, validator=branch_unit)
+    decay_fraction: float = attrs.field(default=0.5, validator=rate)
+    health_boost: float = attrs.field(default=0.2, validator=unit)  # added at health 0
+    ceiling: float = attrs.field(default=1.0, validator=unit)
+
+    def __attrs_post_init__(self) -> None:
+        if any(e > s for s, e in zip(self.start, self.end, strict=True)):
+            raise ValueError(f"end {self.end} must not exceed start {self.start} per branch")
+
+
+def epsilon_params(settings: EpsilonSettings, fold: FoldLength) -> list[list[float]]:
     """Parameter table ``[Branch, EpsilonParam]``."""
-    cfg = adaptive_config_of(config).epsilon
-    fold = fold_length_of(config)
     table = [[0.0] * EpsilonParam.size() for _ in Branch]
     for branch in Branch:
         row = table[branch]
-        row[EpsilonParam.START] = cfg.start[branch]
-        row[EpsilonParam.END] = cfg.end[branch]
-        row[EpsilonParam.DECAY_FRACTION] = cfg.decay_fraction
-        row[EpsilonParam.HEALTH_BOOST] = cfg.health_boost
-        row[EpsilonParam.CEILING] = cfg.ceiling
+        row[EpsilonParam.START] = settings.start[branch]
+        row[EpsilonParam.END] = settings.end[branch]
+        row[EpsilonParam.DECAY_FRACTION] = settings.decay_fraction
+        row[EpsilonParam.HEALTH_BOOST] = settings.health_boost
+        row[EpsilonParam.CEILING] = settings.ceiling
         row[EpsilonParam.N_ENVS] = fold.n_envs
         row[EpsilonParam.FOLD_ENV_STEPS] = fold.env_steps
     return table
@@ -122,6 +143,7 @@ class EpsilonMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(EpsilonSettings)
     registrar.slot(VALUE, width=len(Branch), init=EPSILON_INIT,
                    doc="exploration rate per action branch [Branch], read by the policy when it samples actions")
     registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from the fold's transitions and health at every update")
@@ -132,8 +154,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = epsilon_params(config)
+def foxhunt_kernels(config: Any, settings: EpsilonSettings) -> list[Kernel]:
+    params = epsilon_params(settings, fold_length_of(config))
 
     def offsets(context):
         return slot_offsets(context, (VALUE, FOLD_START, HEALTH), optional=(HEALTH,))

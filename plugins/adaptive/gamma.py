@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -25,8 +26,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets
+from foxhunt_plugins.adaptive.validators import branch_unit, per_branch
 
-__all__ = ["VALUE", "GAMMA_INIT", "GammaSlot", "GammaParam", "GammaMonitor", "GAMMA_KERNEL", "gamma_params",
+__all__ = ["GammaSettings", "VALUE", "GAMMA_INIT", "GammaSlot", "GammaParam", "GammaMonitor", "GAMMA_KERNEL", "gamma_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
 VALUE = "gamma.branch"
@@ -59,13 +61,28 @@ def _gamma_row(b, args):
 GAMMA_KERNEL = DualKernel(_gamma_row, "gamma.update")
 
 
-def gamma_params(config: Any) -> list[list[float]]:
+@attrs.frozen
+class GammaSettings:
+    """``[plugins.gamma]``: per-branch discount bounds; γ moves from ``minimum`` (health 0) to ``maximum`` (health 1).
+
+    Direction and magnitude decide P&L over many bars (long horizon); order type
+    and urgency mostly decide the next fill's cost (short horizon).
+    """
+
+    minimum: tuple[float, ...] = attrs.field(default=(0.95, 0.95, 0.90, 0.90), converter=per_branch, validator=branch_unit)
+    maximum: tuple[float, ...] = attrs.field(default=(0.99, 0.99, 0.97, 0.97), converter=per_branch, validator=branch_unit)
+
+    def __attrs_post_init__(self) -> None:
+        if any(lo > hi for lo, hi in zip(self.minimum, self.maximum, strict=True)):
+            raise ValueError(f"minimum {self.minimum} must not exceed maximum {self.maximum} per branch")
+
+
+def gamma_params(settings: GammaSettings) -> list[list[float]]:
     """Parameter table ``[Branch, GammaParam]``."""
-    cfg = adaptive_config_of(config).gamma
     table = [[0.0] * GammaParam.size() for _ in Branch]
     for branch in Branch:
-        table[branch][GammaParam.MIN] = cfg.minimum[branch]
-        table[branch][GammaParam.MAX] = cfg.maximum[branch]
+        table[branch][GammaParam.MIN] = settings.minimum[branch]
+        table[branch][GammaParam.MAX] = settings.maximum[branch]
     return table
 
 
@@ -79,6 +96,7 @@ class GammaMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(GammaSettings)
     registrar.slot(VALUE, width=len(Branch), init=GAMMA_INIT, doc="discount per action branch [Branch], health-coupled")
     registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from health at every update")
     registrar.state(MONITOR_STATE_PREFIX + GammaMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
@@ -86,8 +104,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = gamma_params(config)
+def foxhunt_kernels(config: Any, settings: GammaSettings) -> list[Kernel]:
+    params = gamma_params(settings)
 
     def bind(context):
         offsets = slot_offsets(context, (VALUE, HEALTH), optional=(HEALTH,))

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -31,8 +32,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
+from foxhunt_plugins.adaptive.validators import all_positive, branch_width, per_branch
 
-__all__ = ["SCALE", "SCALE_BOOTSTRAP", "GRAD_BALANCE_DECAY_STEPS", "SIGNALS", "BalanceSlot", "BalanceParam",
+__all__ = ["GradBalanceSettings", "SCALE", "SCALE_BOOTSTRAP", "GRAD_BALANCE_DECAY_STEPS", "SIGNALS", "BalanceSlot", "BalanceParam",
            "GradBalanceMonitor", "GRAD_BALANCE_KERNEL", "grad_balance_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
@@ -81,13 +83,23 @@ def _balance_row(i, args):
 GRAD_BALANCE_KERNEL = DualKernel(_balance_row, "grad_balance.update")
 
 
-def grad_balance_params(config: Any) -> list[list[float]]:
+@attrs.frozen
+class GradBalanceSettings:
+    """``[plugins.grad_balance]``: relative per-branch gradient targets and the scale limit.
+
+    Scales stay within ``[1 / limit, limit]``.
+    """
+
+    targets: tuple[float, ...] = attrs.field(default=(1.0, 1.0, 1.0, 1.0), converter=per_branch, validator=[branch_width, all_positive])
+    limit: float = attrs.field(default=4.0, validator=attrs.validators.ge(1.0))
+
+
+def grad_balance_params(settings: GradBalanceSettings) -> list[list[float]]:
     """Parameter table ``[Branch, BalanceParam]``."""
-    cfg = adaptive_config_of(config).grad_balance
     table = [[0.0] * BalanceParam.size() for _ in Branch]
     for branch in Branch:
-        table[branch][BalanceParam.TARGET] = cfg.targets[branch]
-        table[branch][BalanceParam.LIMIT] = cfg.limit
+        table[branch][BalanceParam.TARGET] = settings.targets[branch]
+        table[branch][BalanceParam.LIMIT] = settings.limit
         table[branch][BalanceParam.RATE] = 1.0 / GRAD_BALANCE_DECAY_STEPS
     return table
 
@@ -102,6 +114,7 @@ class GradBalanceMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(GradBalanceSettings)
     registrar.slot(SCALE, width=len(Branch), init=SCALE_BOOTSTRAP,
                    doc="per-branch weight of every loss's branch term [Branch], toward configured gradient targets")
     registrar.state(SCALE, ResetCategory.SOFT_RESET, decay_steps=GRAD_BALANCE_DECAY_STEPS,
@@ -111,8 +124,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = grad_balance_params(config)
+def foxhunt_kernels(config: Any, settings: GradBalanceSettings) -> list[Kernel]:
+    params = grad_balance_params(settings)
 
     def bind(context):
         tensors = (

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -34,8 +35,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, param_tensor, signal_of, slot_offsets
+from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
-__all__ = [
+__all__ = ["HealthSettings", 
     "VALUE",
     "RAW",
     "COUNT",
@@ -161,23 +163,57 @@ def _health_row(i, args):
 HEALTH_KERNEL = DualKernel(_health_row, "health.update")
 
 
-def health_params(config: Any) -> list[float]:
-    """The parameter vector ``[HealthParam]`` for ``config`` (anything :func:`adaptive_config_of` accepts)."""
-    cfg = adaptive_config_of(config).health
+@attrs.frozen
+class HealthSettings:
+    """``[plugins.health]``: how the learning-health signal weighs its four symptoms.
+
+    Health is a weighted geometric mean of four scores in [0, 1] (Q-gap, Q-drift,
+    gradient-norm spike, loss trend); the weights are relative (normalised to
+    sum to 1). Rates are EMA rates per learner update.
+    """
+
+    w_gap: float = attrs.field(default=1.0, validator=non_negative)
+    w_drift: float = attrs.field(default=1.0, validator=non_negative)
+    w_grad: float = attrs.field(default=1.0, validator=non_negative)
+    w_loss: float = attrs.field(default=1.0, validator=non_negative)
+    gap_scale: float = attrs.field(default=0.05, validator=positive)  # Q-gap (normalised units) scoring 0.5
+    q_scale: float = attrs.field(default=1.0, validator=positive)  # keeps the drift ratio finite near Q = 0
+    drift_tol: float = attrs.field(default=0.1, validator=positive)  # relative drift scoring 0.5
+    grad_tol: float = attrs.field(default=1.0, validator=positive)  # fast/slow grad-norm excess scoring 0.5
+    loss_tol: float = attrs.field(default=0.5, validator=positive)  # relative loss rise scoring 0.5
+    fast_rate: float = attrs.field(default=0.1, validator=rate)
+    slow_rate: float = attrs.field(default=0.01, validator=rate)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.w_gap + self.w_drift + self.w_grad + self.w_loss > 0.0:
+            raise ValueError("at least one of w_gap, w_drift, w_grad, w_loss must be > 0")
+        if self.slow_rate > self.fast_rate:
+            raise ValueError(
+                f"slow_rate ({self.slow_rate}) must not exceed fast_rate ({self.fast_rate})"
+            )
+
+    def normalised_weights(self) -> tuple[float, float, float, float]:
+        """(gap, drift, grad, loss) weights summing to 1."""
+        total = self.w_gap + self.w_drift + self.w_grad + self.w_loss
+        return (self.w_gap / total, self.w_drift / total, self.w_grad / total, self.w_loss / total)
+
+
+def health_params(settings: HealthSettings) -> list[float]:
+    """The parameter vector ``[HealthParam]`` for the plugin's settings."""
     params = [0.0] * HealthParam.size()
     (
         params[HealthParam.W_GAP],
         params[HealthParam.W_DRIFT],
         params[HealthParam.W_GRAD],
         params[HealthParam.W_LOSS],
-    ) = cfg.normalised_weights()
-    params[HealthParam.GAP_SCALE] = cfg.gap_scale
-    params[HealthParam.Q_SCALE] = cfg.q_scale
-    params[HealthParam.DRIFT_TOL] = cfg.drift_tol
-    params[HealthParam.GRAD_TOL] = cfg.grad_tol
-    params[HealthParam.LOSS_TOL] = cfg.loss_tol
-    params[HealthParam.FAST_RATE] = cfg.fast_rate
-    params[HealthParam.SLOW_RATE] = cfg.slow_rate
+    ) = settings.normalised_weights()
+    params[HealthParam.GAP_SCALE] = settings.gap_scale
+    params[HealthParam.Q_SCALE] = settings.q_scale
+    params[HealthParam.DRIFT_TOL] = settings.drift_tol
+    params[HealthParam.GRAD_TOL] = settings.grad_tol
+    params[HealthParam.LOSS_TOL] = settings.loss_tol
+    params[HealthParam.FAST_RATE] = settings.fast_rate
+    params[HealthParam.SLOW_RATE] = settings.slow_rate
     params[HealthParam.RATE] = 1.0 / HEALTH_DECAY_STEPS
     return params
 
@@ -191,6 +227,7 @@ class HealthMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(HealthSettings)
     registrar.slot(VALUE, init=HEALTH_BOOTSTRAP, doc="learning health in [0, 1] (1 = healthy), EMA of health.raw")
     registrar.state(
         VALUE, ResetCategory.SOFT_RESET, decay_steps=HEALTH_DECAY_STEPS,
@@ -212,8 +249,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
     )
 
 
-def _bind(config: Any):
-    params = health_params(config)
+def _bind(settings: HealthSettings):
+    params = health_params(settings)
 
     def bind(context):
         tensors = (
@@ -228,12 +265,12 @@ def _bind(config: Any):
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
+def foxhunt_kernels(config: Any, settings: HealthSettings) -> list[Kernel]:
     return [
         Kernel(
             name="health.update",
             point=KernelPoint.STEP,
-            run=BoundRun(_bind(config)),
+            run=BoundRun(_bind(settings)),
             description="learning health from Q-gap, Q-drift, gradient-norm and loss-trend EMAs (docs/adaptive.md)",
             writes=SLOT_NAMES,
             reads=tuple(SIGNALS),

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from foxhunt.adaptive_config import adaptive_config_of
+import attrs
+
 from foxhunt.dims import DimTable, auto
 from foxhunt.env.tables import PS
 from foxhunt.hookspecs import hookimpl
@@ -38,8 +39,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
+from foxhunt_plugins.adaptive.validators import non_negative, positive, unit
 
-__all__ = ["CAP", "KELLY_INIT", "PORTFOLIO", "KellySlot", "KellyParam", "KellySum", "KellyMonitor",
+__all__ = ["KellySettings", "CAP", "KELLY_INIT", "PORTFOLIO", "KellySlot", "KellyParam", "KellySum", "KellyMonitor",
            "KELLY_SUM_KERNEL", "KELLY_CAP_KERNEL", "kelly_params", "chunk_count",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
@@ -133,14 +135,29 @@ KELLY_SUM_KERNEL = DualKernel(_sum_row, "kelly.sum")
 KELLY_CAP_KERNEL = DualKernel(_cap_row, "kelly.update")
 
 
-def kelly_params(config: Any) -> list[float]:
-    cfg = adaptive_config_of(config).kelly
+@attrs.frozen
+class KellySettings:
+    """``[plugins.kelly]``: Bayesian Kelly fraction over every environment's round trips.
+
+    The cap is a fraction of the maximum position: ``safety × blend`` where
+    ``blend`` moves from 1 to the Kelly fraction over ``warmup_trades`` trades
+    and ``safety = safety_floor + (1 − safety_floor) × health``.
+    """
+
+    prior_wins: float = attrs.field(default=2.0, validator=positive)
+    prior_losses: float = attrs.field(default=2.0, validator=positive)
+    warmup_trades: float = attrs.field(default=50.0, validator=non_negative)
+    safety_floor: float = attrs.field(default=0.5, validator=unit)
+    min_cap: float = attrs.field(default=0.05, validator=unit)  # keeps some trading, so the statistics can recover
+
+
+def kelly_params(settings: KellySettings) -> list[float]:
     params = [0.0] * KellyParam.size()
-    params[KellyParam.PRIOR_WINS] = cfg.prior_wins
-    params[KellyParam.PRIOR_LOSSES] = cfg.prior_losses
-    params[KellyParam.WARMUP_TRADES] = cfg.warmup_trades
-    params[KellyParam.SAFETY_FLOOR] = cfg.safety_floor
-    params[KellyParam.MIN_CAP] = cfg.min_cap
+    params[KellyParam.PRIOR_WINS] = settings.prior_wins
+    params[KellyParam.PRIOR_LOSSES] = settings.prior_losses
+    params[KellyParam.WARMUP_TRADES] = settings.warmup_trades
+    params[KellyParam.SAFETY_FLOOR] = settings.safety_floor
+    params[KellyParam.MIN_CAP] = settings.min_cap
     return params
 
 
@@ -158,6 +175,7 @@ class KellyMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(KellySettings)
     registrar.slot(CAP, init=KELLY_INIT,
                    doc="aggregate Kelly cap: fraction of the maximum position, from every environment's trades")
     registrar.state(CAP, ResetCategory.FOLD_RESET, doc="recomputed from the portfolio table at every update")
@@ -166,8 +184,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = kelly_params(config)
+def foxhunt_kernels(config: Any, settings: KellySettings) -> list[Kernel]:
+    params = kelly_params(settings)
 
     def bind(context):
         portfolio = context.signal(PORTFOLIO)

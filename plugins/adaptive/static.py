@@ -1,31 +1,35 @@
 """Values written once into the ISV when a run is built: no schedule, no monitor.
 
 ``cql.alpha``: the strength of the conservative (CQL) penalty, from
-``[adaptive.static] cql_alpha``. It lives in the ISV rather than in a Python
-float so the learner reads it on the device like every other adaptive value,
-and a later mechanism could move it without touching the learner. Written by
-a one-row device kernel at ``KernelPoint.CONSTRUCT``; training-persist, since
-a fold reset must not undo the configured value.
+``[plugins.static] cql_alpha`` — the one key that sets it (the cql loss reads
+the slot). It lives in the ISV rather than in a Python float so the learner
+reads it on the device like every other adaptive value, and a later mechanism
+could move it without touching the learner. Written by a one-row device kernel
+at ``KernelPoint.CONSTRUCT``; training-persist, since a fold reset must not
+undo the configured value. Without this plugin the learner uses the constant
+:data:`~foxhunt.learner.slots.CQL_ALPHA_FALLBACK`, this plugin's default.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from foxhunt.adaptive_config import adaptive_config_of
+import attrs
+
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
+from foxhunt.learner.slots import CQL_ALPHA, CQL_ALPHA_FALLBACK
 from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, param_tensor, slot_offsets
+from foxhunt_plugins.adaptive.validators import non_negative
 
-__all__ = ["CQL_ALPHA", "CQL_ALPHA_INIT", "StaticSlot", "StaticParam", "STATIC_KERNEL", "static_params",
+__all__ = ["StaticSettings", "CQL_ALPHA", "CQL_ALPHA_INIT", "StaticSlot", "StaticParam", "STATIC_KERNEL", "static_params",
            "foxhunt_declare", "foxhunt_kernels"]
 
-CQL_ALPHA = "cql.alpha"
-CQL_ALPHA_INIT = 0.1  # the learner's default α; the construct kernel writes the configured one
+CQL_ALPHA_INIT = CQL_ALPHA_FALLBACK  # the default α; the construct kernel writes the configured one
 
 
 class StaticSlot(DimTable):
@@ -49,22 +53,29 @@ def _static_row(i, args):
 STATIC_KERNEL = DualKernel(_static_row, "static.write")
 
 
-def static_params(config: Any) -> list[float]:
-    cfg = adaptive_config_of(config).static
+@attrs.frozen
+class StaticSettings:
+    """``[plugins.static]``: values written once into the ISV when the run is built."""
+
+    cql_alpha: float = attrs.field(default=CQL_ALPHA_INIT, validator=non_negative)  # strength of the CQL penalty
+
+
+def static_params(settings: StaticSettings) -> list[float]:
     params = [0.0] * StaticParam.size()
-    params[StaticParam.CQL_ALPHA] = cfg.cql_alpha
+    params[StaticParam.CQL_ALPHA] = settings.cql_alpha
     return params
 
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(StaticSettings)
     registrar.slot(CQL_ALPHA, init=CQL_ALPHA_INIT, doc="strength of the conservative (CQL) penalty")
-    registrar.state(CQL_ALPHA, ResetCategory.TRAINING_PERSIST, doc="written once at construction from the config")
+    registrar.state(CQL_ALPHA, ResetCategory.TRAINING_PERSIST, doc="written once at construction from [plugins.static] cql_alpha")
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = static_params(config)
+def foxhunt_kernels(config: Any, settings: StaticSettings) -> list[Kernel]:
+    params = static_params(settings)
 
     def bind(context):
         return [(STATIC_KERNEL, 1, (context.isv, slot_offsets(context, (CQL_ALPHA,)), param_tensor(params, context)))]

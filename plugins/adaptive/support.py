@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import adaptive_config_of
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
@@ -38,8 +39,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
+from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
-__all__ = ["CENTER", "HALF_WIDTH", "CENTER_BOOTSTRAP", "HALF_WIDTH_BOOTSTRAP", "SUPPORT_DECAY_STEPS", "SIGNALS",
+__all__ = ["SupportSettings", "CENTER", "HALF_WIDTH", "CENTER_BOOTSTRAP", "HALF_WIDTH_BOOTSTRAP", "SUPPORT_DECAY_STEPS", "SIGNALS",
            "SupportSlot", "SupportParam", "SupportMonitor", "SUPPORT_KERNEL", "support_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
@@ -93,15 +95,37 @@ def _support_row(b, args):
 SUPPORT_KERNEL = DualKernel(_support_row, "support.update")
 
 
-def support_params(config: Any) -> list[float]:
-    cfg = adaptive_config_of(config).support
+@attrs.frozen
+class SupportSettings:
+    """``[plugins.support]``: per-branch C51 atom support following the Q statistics.
+
+    Target centre = mean Q, target half-width = ``std_multiple`` × Q std, both
+    clamped to the bounds; the EMA rate grows with how far the target is from
+    the current support (in half-widths), up to ``max_rate``.
+    """
+
+    std_multiple: float = attrs.field(default=4.0, validator=positive)
+    min_half_width: float = attrs.field(default=1.0, validator=positive)
+    max_half_width: float = attrs.field(default=100.0, validator=positive)
+    center_bound: float = attrs.field(default=100.0, validator=non_negative)  # |centre| ≤ this
+    max_rate: float = attrs.field(default=0.2, validator=rate)
+
+    def __attrs_post_init__(self) -> None:
+        if self.min_half_width > self.max_half_width:
+            raise ValueError(
+                f"min_half_width ({self.min_half_width}) must not exceed "
+                f"max_half_width ({self.max_half_width})"
+            )
+
+
+def support_params(settings: SupportSettings) -> list[float]:
     params = [0.0] * SupportParam.size()
-    params[SupportParam.STD_MULTIPLE] = cfg.std_multiple
-    params[SupportParam.MIN_HALF_WIDTH] = cfg.min_half_width
-    params[SupportParam.MAX_HALF_WIDTH] = cfg.max_half_width
-    params[SupportParam.CENTER_BOUND] = cfg.center_bound
+    params[SupportParam.STD_MULTIPLE] = settings.std_multiple
+    params[SupportParam.MIN_HALF_WIDTH] = settings.min_half_width
+    params[SupportParam.MAX_HALF_WIDTH] = settings.max_half_width
+    params[SupportParam.CENTER_BOUND] = settings.center_bound
     params[SupportParam.BASE_RATE] = 1.0 / SUPPORT_DECAY_STEPS
-    params[SupportParam.MAX_RATE] = cfg.max_rate
+    params[SupportParam.MAX_RATE] = settings.max_rate
     return params
 
 
@@ -115,6 +139,7 @@ class SupportMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(SupportSettings)
     registrar.slot(CENTER, width=len(Branch), init=CENTER_BOOTSTRAP,
                    doc="centre of each branch's C51 atom support [Branch] (normalised return units)")
     registrar.state(CENTER, ResetCategory.TRAINING_PERSIST,
@@ -128,8 +153,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = support_params(config)
+def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
+    params = support_params(settings)
 
     def bind(context):
         tensors = (

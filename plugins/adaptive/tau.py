@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from foxhunt.adaptive_config import adaptive_config_of
+import attrs
+
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.dims import DimTable, auto
 from foxhunt.hookspecs import hookimpl
@@ -28,8 +29,9 @@ from foxhunt.records import Kernel, KernelPoint
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
+from foxhunt_plugins.adaptive.validators import rate, unit
 
-__all__ = ["VALUE", "TAU_INIT", "TauSlot", "TauParam", "TauMonitor", "TAU_KERNEL", "tau_params",
+__all__ = ["TauSettings", "VALUE", "TAU_INIT", "TauSlot", "TauParam", "TauMonitor", "TAU_KERNEL", "tau_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
 VALUE = "tau.value"
@@ -69,13 +71,31 @@ def _tau_row(i, args):
 TAU_KERNEL = DualKernel(_tau_row, "tau.update")
 
 
-def tau_params(config: Any) -> list[float]:
-    cfg = adaptive_config_of(config).tau
+@attrs.frozen
+class TauSettings:
+    """``[plugins.tau]``: cosine schedule of the Polyak rate from ``start`` to ``end`` over a fold.
+
+    The floor rises linearly from ``floor_min`` (health 1) to ``floor_max`` (health 0).
+    """
+
+    start: float = attrs.field(default=0.01, validator=rate)
+    end: float = attrs.field(default=0.001, validator=rate)
+    floor_min: float = attrs.field(default=0.001, validator=unit)
+    floor_max: float = attrs.field(default=0.005, validator=unit)
+
+    def __attrs_post_init__(self) -> None:
+        if self.end > self.start:
+            raise ValueError(f"end ({self.end}) must not exceed start ({self.start})")
+        if self.floor_min > self.floor_max:
+            raise ValueError(f"floor_min ({self.floor_min}) must not exceed floor_max ({self.floor_max})")
+
+
+def tau_params(settings: TauSettings) -> list[float]:
     params = [0.0] * TauParam.size()
-    params[TauParam.START] = cfg.start
-    params[TauParam.END] = cfg.end
-    params[TauParam.FLOOR_MIN] = cfg.floor_min
-    params[TauParam.FLOOR_MAX] = cfg.floor_max
+    params[TauParam.START] = settings.start
+    params[TauParam.END] = settings.end
+    params[TauParam.FLOOR_MIN] = settings.floor_min
+    params[TauParam.FLOOR_MAX] = settings.floor_max
     return params
 
 
@@ -88,6 +108,7 @@ class TauMonitor(AdaptiveMonitor):
 
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(TauSettings)
     registrar.slot(VALUE, init=TAU_INIT, doc="Polyak target-update rate τ (cosine schedule, health-coupled floor)")
     registrar.state(VALUE, ResetCategory.FOLD_RESET, doc="recomputed from progress and health at every update")
     registrar.state(MONITOR_STATE_PREFIX + TauMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
@@ -95,8 +116,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 
 @hookimpl
-def foxhunt_kernels(config: Any) -> list[Kernel]:
-    params = tau_params(config)
+def foxhunt_kernels(config: Any, settings: TauSettings) -> list[Kernel]:
+    params = tau_params(settings)
 
     def bind(context):
         offsets = slot_offsets(context, (VALUE, PROGRESS, HEALTH), optional=(HEALTH,))

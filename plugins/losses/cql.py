@@ -3,7 +3,8 @@
 It pushes down the values of actions the data never took, relative to the one
 it did. ``logsumexp`` runs over each branch's real actions only (padded actions
 have ``Q = -inf``, contributing ``exp(-inf) = 0``). α is the ``cql.alpha`` ISV
-slot when an adaptive plugin declares it, else ``[learner] cql_alpha``.
+slot, which the static plugin writes from ``[plugins.static] cql_alpha``; without
+that plugin the learner's constant ``CQL_ALPHA_FALLBACK`` (the same default).
 """
 
 from __future__ import annotations

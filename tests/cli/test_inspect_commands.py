@@ -108,6 +108,18 @@ def test_plugins_inspect_shows_what_a_plugin_declared(run) -> None:
     assert "isv.fingerprint [schema-contract]" in out
 
 
+def test_plugins_inspect_shows_the_plugins_settings_and_what_differs_from_its_defaults(run) -> None:
+    result = run("plugins", "inspect", "gamma", "--set", "plugins.gamma.minimum=[0.9, 0.9, 0.8, 0.8]")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("  settings [plugins.gamma]:")
+    assert lines[start + 1:start + 3] == [
+        "    minimum = [0.9, 0.9, 0.8, 0.8]  (default [0.95, 0.95, 0.9, 0.9])",
+        "    maximum = [0.99, 0.99, 0.97, 0.97]",
+    ]
+    assert "  settings: -" in run("plugins", "inspect", "foxhunt", *CORE_ONLY).stdout
+
+
 def test_plugins_inspect_unknown_name(run) -> None:
     result = run("plugins", "inspect", "ghost")
     assert result.exit_code == 2
@@ -228,7 +240,40 @@ def test_config_show_prints_the_resolved_toml(run) -> None:
     profile = "gpu" if torch.cuda.is_available() else "cpu"  # device "auto" follows the machine
     assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1, "profile": profile, "tf32": True,
                                "cuda_graph": True}
-    assert resolved["plugins"] == {"enable": [], "disable": [], "require": {}}
+    assert {key: resolved["plugins"][key] for key in ("enable", "disable", "require")} == {
+        "enable": [], "disable": [], "require": {}}
+
+
+def test_config_show_prints_every_plugins_settings_resolved_with_defaults(run) -> None:
+    result = run("config", "show", "--set", "plugins.iqn.kappa=2.5", "--set", "plugins.static.cql_alpha=0")
+    assert result.exit_code == 0, result.output
+    plugins = tomllib.loads(result.stdout)["plugins"]
+    assert plugins["iqn"] == {"kappa": 2.5}
+    assert plugins["static"] == {"cql_alpha": 0.0}
+    assert plugins["c51"] == {"label_smoothing_max": 0.1}  # no table given: the plugin's defaults
+    assert plugins["ensemble"] == {"diversity": 0.5}
+    assert plugins["tau"] == {"start": 0.01, "end": 0.001, "floor_min": 0.001, "floor_max": 0.005}
+    assert "[plugins.iqn]\nkappa = 2.5\n" in result.stdout
+    assert "learner" in tomllib.loads(result.stdout) and "kappa" not in tomllib.loads(result.stdout)["learner"]
+
+
+def test_config_show_json_has_the_plugins_settings(run) -> None:
+    result = run("config", "show", "--json", "--set", "plugins.gamma.minimum=[0.9, 0.9, 0.8, 0.8]")
+    assert json.loads(result.stdout)["plugins"]["gamma"] == {"minimum": [0.9, 0.9, 0.8, 0.8],
+                                                             "maximum": [0.99, 0.99, 0.97, 0.97]}
+
+
+def test_config_show_refuses_a_bad_plugin_table_like_a_run(run) -> None:
+    result = run("config", "show", "--set", "plugins.iqn.kapa=2")
+    assert result.exit_code == 2
+    assert "plugins.iqn.kapa: unknown key; the settings of plugin 'iqn' are kappa" in result.stderr
+    assert "[iqn from foxhunt " in result.stderr
+
+
+def test_config_show_names_the_new_key_of_a_moved_one(run) -> None:
+    result = run("config", "show", "--set", "learner.label_smoothing_max=0.2")
+    assert result.exit_code == 2
+    assert "learner.label_smoothing_max: this key moved to plugins.c51.label_smoothing_max" in result.stderr
 
 
 def test_config_show_json(run, tmp_path: Path) -> None:

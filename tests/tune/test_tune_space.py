@@ -151,6 +151,20 @@ def test_lists_and_free_form_tables_are_tunable() -> None:
     }), {}, "s.toml")
 
 
+def test_a_plugins_own_setting_is_tunable_and_checked_by_the_plugin() -> None:
+    check_space(space_of({"plugins.iqn.kappa": {"type": "float", "low": 0.5, "high": 2.0}}), {}, "s.toml")
+    with pytest.raises(ConfigError) as caught:
+        check_space(space_of({
+            "plugins.iqn.kapa": {"type": "float", "low": 0.5, "high": 2.0},
+            "plugins.ensemble.diversity": {"type": "categorical", "choices": [0.5, 1.5]},
+        }), {}, "s.toml")
+    message = str(caught.value)
+    assert "space['plugins.iqn.kapa']: the value 0.5 is refused by its plugin: " in message
+    assert "plugins.iqn.kapa: unknown key; the settings of plugin 'iqn' are kappa" in message
+    assert "space['plugins.ensemble.diversity']: the value 1.5 is refused by its plugin: " in message
+    assert "space['plugins.ensemble.diversity']: the value 0.5" not in message
+
+
 def test_values_are_checked_on_top_of_the_base_config() -> None:
     # lr is fine alone; it is refused here only because the check structures it over the given base data
     space = space_of({"learner.lr": {"type": "float", "low": 1e-4, "high": 1e-3}})

@@ -3,24 +3,28 @@
 This module is the plugin: the ``foxhunt.plugins`` entry point ``huber`` loads
 it, and foxhunt calls the hook implementations below.
 
-The component is **opt-in**. Loss budgets must sum to 1 over the enabled
-components (invariant 9), and foxhunt's built-in losses already do, so a loss
-that joined every run by merely being installed would break every run. The
-component is returned only when the run asks for it by name:
-
-- ``[learner.budgets] huber = ...`` gives it a budget (the usual way: adding a
-  loss always means re-balancing the budgets, so the budget is the switch), or
-- ``[plugins] enable`` lists ``huber`` explicitly.
+It declares its own settings, :class:`HuberSettings`, which users set under
+``[plugins.huber]`` (or ``--set plugins.huber.KEY=VALUE``): ``enabled`` switches
+the component on, ``kappa`` is the Huber threshold κ. The component is
+**opt-in**: loss budgets must sum to 1 over the enabled components (invariant
+9), and foxhunt's built-in losses already do, so a loss that joined every run
+by merely being installed would break every run. Switching it on therefore
+goes with a re-balance of ``[learner.budgets]`` (the README shows one).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
-from foxhunt import LossComponent, hookimpl
-from foxhunt_huber.loss import huber, huber_loss, td_error
+import attrs
 
-__all__ = ["NAME", "DEFAULT_BUDGET", "FOXHUNT_AUDIT", "enabled", "foxhunt_loss_components", "huber", "huber_loss"]
+from foxhunt import LossComponent, Registrar, hookimpl
+from foxhunt_huber.loss import KAPPA, huber, huber_loss, td_error
+
+__all__ = ["NAME", "DEFAULT_BUDGET", "FOXHUNT_AUDIT", "HuberSettings", "foxhunt_declare", "foxhunt_loss_components",
+           "huber", "huber_loss"]
 
 NAME = "huber"
 DEFAULT_BUDGET = 0.15  # the share of max_grad_norm it takes when [learner.budgets] does not say
@@ -34,23 +38,35 @@ FOXHUNT_AUDIT = """
 """
 
 
-def enabled(config: Any) -> bool:
-    """Whether the run asked for the Huber loss: a ``[learner.budgets]`` entry or ``[plugins] enable``."""
-    budgets = getattr(getattr(config, "learner", None), "budgets", None) or {}
-    enable = getattr(getattr(config, "plugins", None), "enable", None) or ()
-    return NAME in budgets or NAME in enable
+def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(f"'{attribute.name}' must be a finite number > 0: {value!r}")
+
+
+@attrs.frozen
+class HuberSettings:
+    """``[plugins.huber]``: whether the run uses the Huber loss, and its threshold."""
+
+    enabled: bool = False  # opt-in: the built-in budgets already sum to 1
+    kappa: float = attrs.field(default=KAPPA, validator=_positive_finite)  # PopArt-normalised return units
 
 
 @hookimpl
-def foxhunt_loss_components(config: Any) -> list[LossComponent]:
-    if not enabled(config):
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(HuberSettings)
+
+
+@hookimpl
+def foxhunt_loss_components(config: Any, settings: HuberSettings) -> list[LossComponent]:
+    if not settings.enabled:
         return []
     return [
         LossComponent(
             name=NAME,
             budget=DEFAULT_BUDGET,
-            loss=huber_loss,
-            description="Huber penalty (κ = 1) of the TD error of the expected Q of the taken action, per branch",
+            loss=functools.partial(huber_loss, kappa=settings.kappa),
+            description=f"Huber penalty (κ = {settings.kappa:g}) of the TD error of the expected Q of the taken action, "
+                        "per branch",
             per_sample=td_error,
         )
     ]

@@ -13,7 +13,7 @@ import torch
 
 __all__ = ["KAPPA", "huber", "huber_loss", "td_error"]
 
-KAPPA = 1.0  # threshold in PopArt-normalised return units, where targets have unit scale
+KAPPA = 1.0  # default threshold ([plugins.huber] kappa), in PopArt-normalised return units where targets have unit scale
 
 
 def huber(delta: torch.Tensor, kappa: float = KAPPA) -> torch.Tensor:
@@ -24,10 +24,10 @@ def huber(delta: torch.Tensor, kappa: float = KAPPA) -> torch.Tensor:
     return 0.5 * quadratic * quadratic + kappa * (magnitude - quadratic)
 
 
-def huber_loss(inputs) -> torch.Tensor:
-    """Scalar loss for one update from the learner's ``LossInputs``."""
+def huber_loss(inputs, kappa: float = KAPPA) -> torch.Tensor:
+    """Scalar loss for one update from the learner's ``LossInputs``, with threshold ``kappa``."""
     delta = inputs.taken(inputs.online.q) - inputs.target_q  # [B, Branch]
-    return inputs.batch_mean(inputs.branch_mean(huber(delta)))
+    return inputs.batch_mean(inputs.branch_mean(huber(delta, kappa)))
 
 
 def td_error(inputs) -> torch.Tensor:

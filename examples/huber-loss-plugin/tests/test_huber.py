@@ -1,4 +1,4 @@
-"""The Huber loss: its values, its gradient bound, its opt-in switch, its discovery and its audit row."""
+"""The Huber loss: its values, its gradient bound, its settings (switch and κ), its discovery and its audit row."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import foxhunt_huber
 from foxhunt.audit import check, parse_rows
-from foxhunt.config import FoxhuntConfig
-from foxhunt.plugins import PluginSelection
+from foxhunt.config import FoxhuntConfig, load_config
+from foxhunt.testing import make_host
 from foxhunt_huber.loss import KAPPA, huber
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,26 +42,42 @@ def test_gradient_is_bounded_by_kappa():
     torch.testing.assert_close(delta.grad, expected)
 
 
-def test_off_unless_the_run_asks_for_it(plugin_host, add_plugin):
+def test_off_unless_the_run_switches_it_on(plugin_host, add_plugin):
     host = add_plugin(foxhunt_huber, "huber")
     host.declare()
     host.freeze()
     assert host.loss_components(FoxhuntConfig()) == []
-    enabled = host.loss_components(FoxhuntConfig(plugins=PluginSelection(enable=("huber",))))
-    assert [c.name for c in enabled] == ["huber"]
-    assert enabled[0].budget == foxhunt_huber.DEFAULT_BUDGET
+    assert host.settings("huber") == foxhunt_huber.HuberSettings(enabled=False, kappa=KAPPA)
 
 
-def test_a_budget_entry_switches_it_on():
-    class Learner:
-        budgets = {"huber": 0.15}
+def test_enabled_with_its_own_kappa_from_the_plugins_section():
+    config = load_config(None, ["plugins.huber.enabled=true", "plugins.huber.kappa=0.5"])
+    host = make_host((foxhunt_huber, "huber"), selection=config.plugins)
+    host.declare()
+    host.freeze()
+    (component,) = host.loss_components(config)
+    assert component.name == "huber"
+    assert component.budget == foxhunt_huber.DEFAULT_BUDGET
+    assert "κ = 0.5" in component.description
+    # the configured κ is the one the loss uses: an error of 3 costs κ(3 − κ/2)
+    torch.testing.assert_close(component.loss(StubInputs(3.0)), torch.tensor(0.5 * (3.0 - 0.25)))
 
-    class Config:
-        learner = Learner()
-        plugins = PluginSelection()
 
-    assert foxhunt_huber.enabled(Config())
-    assert not foxhunt_huber.enabled(FoxhuntConfig())
+class StubInputs:
+    """The few ``LossInputs`` members the Huber loss uses: one sample, one branch, Q − y = ``error``."""
+
+    def __init__(self, error: float) -> None:
+        self.online = type("Online", (), {"q": torch.tensor([[[error]]])})()
+        self.target_q = torch.zeros(1, 1)
+
+    def taken(self, values):
+        return values[..., 0]
+
+    def branch_mean(self, values):
+        return values.mean(-1)
+
+    def batch_mean(self, values):
+        return values.mean()
 
 
 def installed_entry_point():

@@ -69,7 +69,8 @@ class Run:
 
 
 def build_run(names: Iterable[str] = MECHANISMS, config: Any = None, device: str = "cpu", diagnostics: bool = True) -> Run:
-    host = PluginHost()
+    """The plugins ``names`` on a host; their settings come from ``config``'s ``[plugins.<name>]`` tables."""
+    host = PluginHost(getattr(config, "plugins", None))
     # the trainer's own slots, without the rest of the core (the learner's state needs a live learner)
     host.add_plugin(core_declarations, core_declarations.CORE_PLUGIN_NAME)
     for name, module in plugin_modules(names, diagnostics).items():

@@ -13,6 +13,7 @@ import numpy as np
 
 from foxhunt.actions import Branch
 from foxhunt.env.tables import PS
+from foxhunt.fold_length import fold_length_of
 from foxhunt_plugins.adaptive import epsilon, gamma, grad_balance, health, kelly, static, support, tau
 
 __all__ = ["REFERENCES", "STEP", "optional_health"]
@@ -163,15 +164,16 @@ def static_ref(isv, layout, prm, sig):
     return out
 
 
-# kernel name -> (reference, parameter builder)
+# kernel name -> (reference, parameter builder from the owning plugin's settings and the run config)
 REFERENCES = {
-    "health.update": (health_ref, health.health_params),
-    "tau.update": (tau_ref, tau.tau_params),
-    "gamma.update": (gamma_ref, gamma.gamma_params),
-    "epsilon.update": (epsilon_ref, epsilon.epsilon_params),
-    "epsilon.fold_start": (epsilon_fold_start_ref, epsilon.epsilon_params),
-    "kelly.update": (kelly_ref, kelly.kelly_params),
-    "support.update": (support_ref, support.support_params),
-    "grad_balance.update": (grad_balance_ref, grad_balance.grad_balance_params),
-    "static.write": (static_ref, static.static_params),
+    "health.update": (health_ref, lambda settings, config: health.health_params(settings)),
+    "tau.update": (tau_ref, lambda settings, config: tau.tau_params(settings)),
+    "gamma.update": (gamma_ref, lambda settings, config: gamma.gamma_params(settings)),
+    "epsilon.update": (epsilon_ref, lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
+    "epsilon.fold_start": (epsilon_fold_start_ref,
+                           lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
+    "kelly.update": (kelly_ref, lambda settings, config: kelly.kelly_params(settings)),
+    "support.update": (support_ref, lambda settings, config: support.support_params(settings)),
+    "grad_balance.update": (grad_balance_ref, lambda settings, config: grad_balance.grad_balance_params(settings)),
+    "static.write": (static_ref, lambda settings, config: static.static_params(settings)),
 }

@@ -9,25 +9,30 @@ from adaptive_harness import BACKENDS, MECHANISMS, build_run, changed_slots, isv
 from adaptive_reference import REFERENCES, STEP
 
 from foxhunt.actions import Branch
-from foxhunt.adaptive_config import AdaptiveConfig, GradBalanceConfig, HealthConfig, KellyConfig, SupportConfig, TauConfig
+from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS
+from foxhunt.plugins import PluginSelection
 from foxhunt.records import KernelPoint
+from foxhunt_plugins.adaptive.kelly import KellySettings
 
+# [plugins.<name>] tables as a user writes them
 CONFIGS = {
-    "defaults": AdaptiveConfig(),
-    "tuned": AdaptiveConfig(
-        health=HealthConfig(w_gap=0.0, w_drift=2.0, w_grad=1.0, w_loss=0.5, gap_scale=0.2, fast_rate=0.3, slow_rate=0.05),
-        tau=TauConfig(start=0.05, end=0.002, floor_min=0.0, floor_max=0.03),
-        kelly=KellyConfig(prior_wins=1.0, prior_losses=3.0, warmup_trades=0.0, safety_floor=0.2, min_cap=0.0),
-        support=SupportConfig(std_multiple=2.0, min_half_width=0.5, max_half_width=8.0, center_bound=2.0, max_rate=0.5),
-        grad_balance=GradBalanceConfig(targets=(2.0, 1.0, 0.5, 0.5), limit=2.0),
-    ),
+    "defaults": {},
+    "tuned": {
+        "health": {"w_gap": 0.0, "w_drift": 2.0, "w_grad": 1.0, "w_loss": 0.5, "gap_scale": 0.2, "fast_rate": 0.3,
+                   "slow_rate": 0.05},
+        "tau": {"start": 0.05, "end": 0.002, "floor_min": 0.0, "floor_max": 0.03},
+        "kelly": {"prior_wins": 1.0, "prior_losses": 3.0, "warmup_trades": 0.0, "safety_floor": 0.2, "min_cap": 0.0},
+        "support": {"std_multiple": 2.0, "min_half_width": 0.5, "max_half_width": 8.0, "center_bound": 2.0,
+                    "max_rate": 0.5},
+        "grad_balance": {"targets": [2.0, 1.0, 0.5, 0.5], "limit": 2.0},
+    },
 }
 
 
-class _Config:
-    def __init__(self, adaptive: AdaptiveConfig) -> None:
-        self.adaptive = adaptive
+def _params(run, name: str, config) -> list:
+    reference, params = REFERENCES[name]
+    return params(run.host.settings(run.host.kernel_owners[name]), config)
 
 
 def _signals_np(signals: dict[str, torch.Tensor], step: torch.Tensor) -> dict[str, np.ndarray]:
@@ -39,8 +44,10 @@ def _signals_np(signals: dict[str, torch.Tensor], step: torch.Tensor) -> dict[st
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
 @pytest.mark.parametrize(("backend", "device"), BACKENDS, ids=[b.value for b, _ in BACKENDS])
 def test_every_kernel_matches_its_float64_reference(backend, device, config_name):
-    config = _Config(CONFIGS[config_name])
+    config = FoxhuntConfig(plugins=PluginSelection(settings=CONFIGS[config_name]))
     run = build_run(config=config, device=device)
+    if config_name == "tuned":
+        assert run.host.settings("tau").start == 0.05  # the tables reached the plugins
     assert set(run.kernels) == set(REFERENCES)
     rng = np.random.default_rng(1234)
     for trial in range(4):
@@ -51,9 +58,9 @@ def test_every_kernel_matches_its_float64_reference(backend, device, config_name
         context = run.context(backend, device, signals)
         host_signals = _signals_np(signals, run.step)
         for name, kernel in run.kernels.items():
-            reference, params = REFERENCES[name]
+            reference, _ = REFERENCES[name]
             before = isv_array(run)
-            expected = reference(before, run.layout, params(config), host_signals)
+            expected = reference(before, run.layout, _params(run, name, config), host_signals)
             kernel.run(context)
             after = isv_array(run)
             assert changed_slots(run.layout, before, after) <= set(kernel.writes), name
@@ -72,9 +79,9 @@ def test_kernels_without_the_health_plugin_read_health_as_one(backend, device):
     signals = random_signals(rng, device)
     context = run.context(backend, device, signals)
     for name, kernel in run.kernels.items():
-        reference, params = REFERENCES[name]
+        reference, _ = REFERENCES[name]
         before = isv_array(run)
-        expected = reference(before, run.layout, params(None), _signals_np(signals, run.step))
+        expected = reference(before, run.layout, _params(run, name, None), _signals_np(signals, run.step))
         kernel.run(context)
         after = isv_array(run)
         for slot in kernel.writes:
@@ -133,4 +140,4 @@ def test_kelly_reduction_covers_every_environment(backend, device):
         run.isv.reset_slot("kelly.cap")
         run.kernels["kelly.update"].run(context)
         # had the reduction missed it, no trade would be seen and the warm-up would leave the cap at 1
-        assert run.isv.view("kelly.cap").item() == pytest.approx(KellyConfig().min_cap), envs
+        assert run.isv.view("kelly.cap").item() == pytest.approx(KellySettings().min_cap), envs

@@ -75,7 +75,7 @@ def test_support_starts_at_its_bootstrap_converges_at_least_at_its_base_rate_and
     h0 = np.abs(support.HALF_WIDTH_BOOTSTRAP - half_target)
     host = {name: tensor.cpu().numpy() for name, tensor in signals.items()}
     for t in range(1, 150):
-        expected = reference(isv_array(run), run.layout, params(None), host)
+        expected = reference(isv_array(run), run.layout, params(run.host.settings("support"), None), host)
         run.kernels["support.update"].run(context)
         state = isv_array(run)
         np.testing.assert_allclose(state[run.layout.span(support.CENTER)], expected[run.layout.span(support.CENTER)], rtol=1e-5, atol=1e-5)

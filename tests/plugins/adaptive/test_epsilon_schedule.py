@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from adaptive_harness import BACKENDS, build_run
 
-from foxhunt.adaptive_config import fold_length_of
 from foxhunt.config import load_config
+from foxhunt.fold_length import fold_length_of
 from foxhunt.records import KernelPoint
 
 STEPS_PER_EPOCH = 8192
@@ -17,7 +17,7 @@ EPOCHS = 4
 def _config(n_envs: int, epochs: int = EPOCHS):
     return load_config(None, [
         f"env.n_envs={n_envs}", f"train.epochs={epochs}", f"train.env_steps_per_epoch={STEPS_PER_EPOCH}",
-        "adaptive.epsilon.health_boost=0.0",
+        "plugins.epsilon.health_boost=0.0",
     ])
 
 

@@ -19,9 +19,10 @@ from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
 MODULES = (c51, mse, cql, iqn, ensemble)
 
 
-def test_each_module_is_one_plugin_with_one_component() -> None:
+def test_each_module_is_one_plugin_with_one_component(kit) -> None:
     for module in MODULES:
-        components = module.foxhunt_loss_components(config=LearnerConfig())
+        host, _ = kit.frozen_host(losses=(module,))
+        components = host.loss_components(LearnerConfig())
         assert len(components) == 1
         (component,) = components
         assert isinstance(component, LossComponent)
@@ -46,11 +47,14 @@ def test_budget_overrides_and_a_disabled_component(make_learner) -> None:
 
 
 def test_c51_label_smoothing_rises_as_health_falls(make_learner) -> None:
-    learner = make_learner(label_smoothing_max=0.5)
-    inputs = learner.loss_inputs(learner.sample(32))
-    healthy = c51.c51_per_branch(inputs.with_updates(health=torch.ones(1)))
-    sick = c51.c51_per_branch(inputs.with_updates(health=torch.zeros(1)))
-    half = c51.c51_per_branch(inputs.with_updates(health=torch.full((1,), 0.5)))
+    learner = make_learner(settings={"c51": {"label_smoothing_max": 0.5}})
+    inputs = learner.loss_inputs(learner.sample(32)).with_updates(health=torch.zeros(1))
+    component = next(c for c in learner.components if c.name == "c51")
+    torch.testing.assert_close(component.loss(inputs), c51.c51_loss(inputs, label_smoothing_max=0.5))
+    assert not torch.allclose(component.loss(inputs), c51.c51_loss(inputs))  # not the default 0.1
+    healthy = c51.c51_per_branch(inputs.with_updates(health=torch.ones(1)), 0.5)
+    sick = c51.c51_per_branch(inputs.with_updates(health=torch.zeros(1)), 0.5)
+    half = c51.c51_per_branch(inputs.with_updates(health=torch.full((1,), 0.5)), 0.5)
     # cross-entropy is linear in the target: half health is exactly halfway
     torch.testing.assert_close(half, 0.5 * (healthy + sick))
     uniform_ce = -inputs.taken(inputs.online.log_probs).mean(-1)
@@ -69,7 +73,7 @@ class SlotOwner:
 
 
 def test_cql_alpha_comes_from_the_isv_when_declared(make_learner) -> None:
-    learner = make_learner(cql_alpha=0.1, extra=[(SlotOwner(CQL_ALPHA, 2.0), "adaptive")])
+    learner = make_learner(extra=[(SlotOwner(CQL_ALPHA, 2.0), "adaptive")])
     inputs = learner.loss_inputs(learner.sample(32))
     q = inputs.online.q
     gap = torch.logsumexp(q, -1) - inputs.taken(q)
@@ -80,12 +84,13 @@ def test_cql_alpha_comes_from_the_isv_when_declared(make_learner) -> None:
 
 
 def test_ensemble_loss_is_fit_plus_reduced_spread(make_learner) -> None:
-    learner = make_learner(ensemble_diversity=0.25, dtype=torch.float64)
+    learner = make_learner(settings={"ensemble": {"diversity": 0.25}}, dtype=torch.float64)
     inputs = learner.loss_inputs(learner.sample(32))
+    component = next(c for c in learner.components if c.name == "ensemble")
     q = inputs.taken(inputs.online.ensemble.transpose(0, 1), action_dim=3)  # [B, K, Branch]
     mean = q.mean(1)
     per = 0.5 * (mean - inputs.target_q) ** 2 + 0.75 * 0.5 * q.var(1, unbiased=False)
-    torch.testing.assert_close(ensemble.ensemble_loss(inputs), inputs.batch_mean(inputs.branch_mean(per)))
+    torch.testing.assert_close(component.loss(inputs), inputs.batch_mean(inputs.branch_mean(per)))
 
 
 class L2Plugin:

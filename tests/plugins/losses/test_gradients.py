@@ -25,8 +25,8 @@ def loss_fn(learner: Learner, name: str):
 
 @pytest.mark.parametrize("name", COMPONENTS)
 def test_gradient_matches_finite_differences(make_learner, name: str) -> None:
-    learner = make_learner(hidden=(8,), head_hidden=6, n_atoms=7, ensemble_size=2, cql_alpha=0.7,
-                           label_smoothing_max=0.3, dtype=torch.float64)
+    learner = make_learner(hidden=(8,), head_hidden=6, n_atoms=7, ensemble_size=2,
+                           settings={"c51": {"label_smoothing_max": 0.3}}, dtype=torch.float64)
     for _ in range(2):  # move off the initialisation (PopArt statistics, target != online)
         learner.step(16)
     evaluate = loss_fn(learner, name)
