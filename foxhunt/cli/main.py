@@ -15,6 +15,7 @@ import click
 
 from foxhunt import __version__
 from foxhunt.cli.audit_commands import audit_group
+from foxhunt.cli.bands_commands import bands_group
 from foxhunt.cli.common import EXIT_USER_ERROR
 from foxhunt.cli.data_commands import data_group
 from foxhunt.cli.export_commands import export_command
@@ -94,6 +95,7 @@ cli.add_command(backtest_command)
 cli.add_command(export_command)
 cli.add_command(report_command)
 cli.add_command(tune_command)
+cli.add_command(bands_group)
 cli.add_command(datasets_group)
 cli.add_command(data_group)
 cli.add_command(plugins_group)
