@@ -49,6 +49,8 @@ class RunConfig:
     tf32: bool = True
     # CUDA only: capture one vector step and one learner update as CUDA graphs per fold and replay them.
     cuda_graph: bool = True
+    # Regression bands checked at every epoch boundary (docs/bands.md): a bands file, or None for no check.
+    bands: str | None = None
 
 
 @attrs.frozen

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "FoxhuntError",
     "NumericalFault",
+    "BandStop",
     "ConfigError",
     "PluginError",
     "PluginProblem",
@@ -117,3 +118,11 @@ class NumericalFault(FoxhuntError):
         self.source = source
         self.fold = fold
         self.epoch = epoch
+
+
+class BandStop(FoxhuntError):
+    """A metric left its regression band (``foxhunt train --bands``); ``record`` is what summary.json keeps."""
+
+    def __init__(self, message: str, record: dict) -> None:
+        super().__init__(message)
+        self.record = record

@@ -13,13 +13,15 @@ from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoi
 from foxhunt.plugins import FrozenRegistries, PluginHost
 
 __all__ = ["config_options", "metrics_port_option", "resolve_config", "frozen_host", "echo_json", "EXIT_USER_ERROR",
-           "EXIT_STOPPED"]
+           "EXIT_STOPPED", "EXIT_OUT_OF_BAND"]
 
 # Exit codes (docs/reliability.md): 0 finished; 1 an unexpected failure (a traceback: a bug to report);
 # EXIT_USER_ERROR for any FoxhuntError (bad input, config, data, checkpoint or folder: one paragraph);
-# EXIT_STOPPED for a graceful stop (Ctrl-C, SIGTERM) that wrote a resume checkpoint.
+# EXIT_STOPPED for a graceful stop (Ctrl-C, SIGTERM) that wrote a resume checkpoint; EXIT_OUT_OF_BAND for a run
+# stopped by its regression bands (`foxhunt train --bands`, docs/bands.md).
 EXIT_USER_ERROR = 2
 EXIT_STOPPED = 3
+EXIT_OUT_OF_BAND = 4
 
 
 def config_options(function):

@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
-from foxhunt.cli.common import EXIT_STOPPED, config_options, metrics_port_option, resolve_config
+from foxhunt.cli.common import EXIT_OUT_OF_BAND, EXIT_STOPPED, config_options, metrics_port_option, resolve_config
 from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
-from foxhunt.errors import ConfigError, FoxhuntError, NumericalFault
+from foxhunt.errors import BandStop, ConfigError, FoxhuntError, NumericalFault
+from foxhunt.trainer.bands import load_bands
 from foxhunt.trainer.interrupt import StopFlag
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.resume import resume_config
@@ -58,9 +59,13 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Continue a stopped or killed run from its run directory (uses that run's config).")
+@click.option("--bands", "bands_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Regression bands (`foxhunt bands fit`): stop the run when a metric stays out of its band for "
+                   "the file's patience (sets run.bands; docs/bands.md).")
 @metrics_port_option
 @click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal (default: on).")
-def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, metrics_port, progress) -> None:
+def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, bands_file, metrics_port,
+                  progress) -> None:
     """Train an agent with walk-forward folds and write a run directory.
 
     \b
@@ -93,11 +98,13 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     \b
     Exit codes: 0 the run finished; 2 an error in what was asked (config,
     data, folder, checkpoint), printed as one paragraph; 3 stopped early on
-    Ctrl-C or SIGTERM (continue with --resume).
+    Ctrl-C or SIGTERM (continue with --resume); 4 stopped by --bands: a metric
+    left its regression band (summary.json and report.html say which).
     """
     if resume_dir is not None:
-        if config_path is not None or overrides or data_source is not None:
-            raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set and --data")
+        if config_path is not None or overrides or data_source is not None or bands_file is not None:
+            raise ConfigError("--resume continues a run with its own config.toml; drop --config, --set, --data and "
+                              "--bands")
         # Locked first; a finished run, a foreign folder or a changed config is refused before anything is built
         run_dir = RunDirectory(resume_dir, resume=True)
         try:
@@ -111,9 +118,13 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"data.source={_toml_string(data_source)}")
         if seed is not None:
             extra.append(f"run.seed={seed}")
+        if bands_file is not None:  # absolute: config.toml keeps it, and --resume may run from another folder
+            extra.append(f"run.bands={_toml_string(str(bands_file.absolute()))}")
         if device is not None:  # before the profile is resolved: --device cuda gets the GPU-sized defaults
             extra.append(f"run.device={_toml_string(device)}")
         config = check_config(resolve_config(config_path, tuple(extra)))  # before the run directory exists
+        if config.run.bands is not None:
+            load_bands(Path(config.run.bands))  # a missing or malformed bands file, before any data is loaded
         path = out_dir if out_dir is not None else fresh_run_path(Path(config.train.out_dir))
         run_dir = RunDirectory(path)
     if config.run.threads:
@@ -125,6 +136,10 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         except NumericalFault:
             build_report(run_dir.path)  # the report names the fault, as summary.json does
             raise
+        except BandStop as stop_reason:
+            build_report(run_dir.path)  # the report names the metric and its band, as summary.json does
+            click.secho(f"error: {stop_reason}", fg="red", err=True)
+            click.get_current_context().exit(EXIT_OUT_OF_BAND)
         except FoxhuntError:
             if resume_dir is None:
                 run_dir.discard_if_unstarted()  # a run that failed before training leaves no folder behind

@@ -36,7 +36,7 @@ from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.vector import VectorEnv
-from foxhunt.errors import FoxhuntError, NumericalFault
+from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
 from foxhunt.isv import ISV
@@ -49,6 +49,7 @@ from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
 from foxhunt.records import KernelPoint
 from foxhunt.trainer import evaluation, resume
+from foxhunt.trainer.band_watch import open_band_watch
 from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
@@ -207,6 +208,8 @@ class Trainer:
             self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
             update_generators=(self.learner.generator,),
         )
+        # [run] bands: a file for another config is refused here, before the first epoch (docs/bands.md)
+        self.band_watch = open_band_watch(config.run.bands, self.learner.metrics(), self.layout)
 
     def _attach_env_state(self, env_kernel: str) -> None:
         """The environment object carries the state its physics plugin declared (portfolio, streams)."""
@@ -312,13 +315,15 @@ class Trainer:
             is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
-            self.run_dir.append_metrics(self._metrics_row(fold.index, epoch, stats, validation, diagnostics))
+            row = self._metrics_row(fold.index, epoch, stats, validation, diagnostics)
+            self.run_dir.append_metrics(row)
             progress.epoch_done(fold.index, epoch, validation, stats)
             position.epoch = epoch + 1
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
             self._save_resume(position)
             if is_best:
                 self._save_fold_checkpoint(fold, epoch, validation)
+            self._stop_out_of_band(fold.index, epoch, row, position)
             if self._stop_requested() and position.epoch < train.epochs:
                 return self._stopped(position)
         position.results.append(self._fold_result(fold, position.best))
@@ -344,6 +349,19 @@ class Trainer:
         summary["fault"] = {"source": source, "fold": fold, "epoch": epoch, "message": message}
         self.run_dir.write_json("summary.json", summary)
         raise NumericalFault(message, source, fold, epoch)
+
+    def _stop_out_of_band(self, fold: int, epoch: int, row: dict[str, Any], position: resume.Position) -> None:
+        """A metric out of its regression band for ``patience`` epochs (or not finite) ends the run as a fault
+        does: this epoch's checkpoints stay, summary.json records the band (docs/bands.md)."""
+        breach = self.band_watch.check(fold, epoch, row) if self.band_watch is not None else None
+        if breach is None:
+            return
+        log.error("out of band: stopping", metric=breach.metric, value=breach.value, low=breach.low,
+                  high=breach.high, fold=fold, epoch=epoch, reason=breach.reason)
+        summary = self._summary(position.results)
+        summary["bands"] = breach.record()
+        self.run_dir.write_json("summary.json", summary)
+        raise BandStop(breach.message, breach.record())
 
     def _save_resume(self, position: resume.Position) -> None:
         started = time.perf_counter()
