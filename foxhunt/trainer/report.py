@@ -276,6 +276,22 @@ def _fault_notice(summary: dict[str, Any]) -> list[str]:
             "The figures below cover only the folds finished before it.</p>"]
 
 
+def _band_notice(summary: dict[str, Any]) -> list[str]:
+    """The regression band that stopped the run (summary.json's ``bands``, docs/bands.md), first on the page."""
+    stop = summary.get("bands")
+    if not isinstance(stop, dict):
+        return []
+    band = stop.get("band")
+    low, high = (band[0], band[1]) if isinstance(band, list) and len(band) == 2 else (None, None)
+    epochs = stop.get("epochs")
+    count = len(epochs) if isinstance(epochs, list) else None
+    return [f"<p class='bankrupt'><strong>Stopped by its regression bands</strong> in fold {_text(stop.get('fold'))}, "
+            f"epoch {_text(stop.get('epoch'))}: {_text(stop.get('metric'))} = {_figure(stop.get('value'), '.6g')} "
+            f"({_text(stop.get('reason'))}; band {_figure(low, '.10g')} to {_figure(high, '.10g')}, "
+            f"{_text(count)} consecutive epochs, patience {_text(stop.get('patience'))}; bands file "
+            f"{_text(stop.get('file'))}). The figures below cover only the folds finished before it.</p>"]
+
+
 def _counters_table(counters: list[pictures.Counter]) -> str:
     """Counter slots' values at each fold's last epoch (the rule: :mod:`foxhunt.trainer.report_figures`)."""
     folds = list(dict.fromkeys(fold for counter in counters for fold, _ in counter.by_fold))
@@ -324,7 +340,7 @@ def build_report(run_dir: Path) -> Path:
             "on the window they are reported on, not out of sample. Train the run again to get a report"
         )
     metrics = read_metrics(run_dir)
-    sections = [*_fault_notice(summary), *_window_section(run_dir, summary, "test"),
+    sections = [*_fault_notice(summary), *_band_notice(summary), *_window_section(run_dir, summary, "test"),
                 *_window_section(run_dir, summary, "validation")]
     budgets = metrics[-1].get("budgets") if metrics else None
     if isinstance(budgets, dict) and budgets:
