@@ -119,8 +119,8 @@ class BandWatch:
             finite = math.isfinite(value)
             seen = self.outside[name]
             if finite:
-                log.warning("out of band", file=self.source, metric=name, value=value, low=low, high=high,
-                            consecutive=len(seen), patience=self.patience)
+                log.warning("out of band", file=self.source, metric=name, value=value, low=low, high=high, fold=fold,
+                            epoch=epoch, consecutive=len(seen), patience=self.patience)
             if worst is None and (not finite or len(seen) >= self.patience):
                 worst = Breach(self.source, name, value, low, high, fold, epoch, tuple(seen), self.patience,
                                "out of band" if finite else "not finite")

@@ -171,7 +171,7 @@ def _epoch_values(run: Path, names: Sequence[str] | None) -> tuple[dict[tuple[in
                                "name metrics of metrics.jsonl (docs/bands.md lists them)")
         bad = [name for name in names if not math.isfinite(flat[name])]
         if bad:
-            raise FoxhuntError(f"{path}: line {number}: {', '.join(bad)} is not finite; a run with NaN or infinity "
+            raise FoxhuntError(f"{path}: line {number}: not finite: {', '.join(bad)}; a run with NaN or infinity "
                                "is not a good run to fit bands on")
         by_epoch[(fold, epoch)] = {name: flat[name] for name in names}
     if not by_epoch:
