@@ -281,7 +281,7 @@ def test_config_show_json(run, tmp_path: Path) -> None:
     config.write_text('[run]\ndevice = "cpu"\n')
     result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
     assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1, "profile": "cpu",
-                                                "tf32": True, "cuda_graph": True}
+                                                "tf32": True, "cuda_graph": True, "bands": None}
 
 
 def test_config_show_resolves_the_gpu_profile_for_a_cuda_run(run) -> None:
