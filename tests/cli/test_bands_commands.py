@@ -136,7 +136,7 @@ def test_a_bands_file_of_another_config_is_refused_before_training(fitted: Path,
 def test_a_missing_bands_file_is_refused_before_data_loads(tmp_path: Path) -> None:
     result = kit.invoke(*kit.train_args(tmp_path / "run"), "--bands", str(tmp_path / "none.toml"))
     assert result.exit_code == 2
-    assert f"none.toml: no such bands file" in result.stderr and not (tmp_path / "run").exists()
+    assert "none.toml: no such bands file" in result.stderr and not (tmp_path / "run").exists()
 
 
 def test_train_help_documents_the_band_exit_code() -> None:
