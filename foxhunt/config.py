@@ -49,6 +49,9 @@ class RunConfig:
     tf32: bool = True
     # CUDA only: capture one vector step and one learner update as CUDA graphs per fold and replay them.
     cuda_graph: bool = True
+    # Per-epoch metrics also as TensorBoard event files in RUN_DIR/tensorboard/ (the tensorboard extra;
+    # foxhunt/trainer/tensorboard_log.py lists the scalars).
+    tensorboard: bool = False
 
 
 @attrs.frozen
