@@ -10,7 +10,11 @@ import pytest
 
 from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog, epoch_scalars
-from trainer_testkit import TINY, invoke, train_args
+from trainer_testkit import TINY, TINY_DATA, StopAfter, invoke, train_args
+
+from foxhunt.config import load_config
+from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.trainer import Trainer
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
@@ -25,11 +29,15 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, _private_feature_cache: Pa
     return out
 
 
-def scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+def events(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar event as TensorBoard shows it, ``(step, value)`` per tag (purged events left out)."""
     accumulator = event_accumulator.EventAccumulator(str(run_dir / TENSORBOARD_DIR), size_guidance={"scalars": 0})
     accumulator.Reload()
-    return {tag: {event.step: event.value for event in accumulator.Scalars(tag)}
-            for tag in accumulator.Tags()["scalars"]}
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+
+
+def scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+    return {tag: dict(found) for tag, found in events(run_dir).items()}
 
 
 def test_each_epochs_validation_sharpe_and_losses_are_scalars(run_dir: Path) -> None:
@@ -69,3 +77,21 @@ def test_without_tensorboard_installed_the_run_is_refused_saying_what_to_install
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as if not installed
     with pytest.raises(FoxhuntError, match=r"foxhunt\[tensorboard\]"):
         TensorBoardLog(tmp_path, epochs_per_fold=1)
+
+
+def test_a_resumed_run_shows_each_epoch_once(tmp_path: Path, _private_feature_cache: Path) -> None:
+    """Killed after epoch 1's scalars were written but before its resume checkpoint: the resumed run trains epoch 1
+    again, and its writer purges the stale step."""
+    path = tmp_path / "run"
+    config = load_config(None, [*ONE_FOLD, f'data.source="{TINY_DATA}"', 'run.device="cpu"'])
+    assert Trainer(config, RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=str(path / TENSORBOARD_DIR)) as stale:  # what the killed process had written
+        stale.add_scalar("validation/sharpe", 999.0, 1)
+    result = invoke("train", "--resume", str(path), "--no-progress")
+    assert result.exit_code == 0, result.output + result.stderr
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    assert [step for step, _ in events(path)["validation/sharpe"]] == [0, 1]
+    assert [value for _, value in events(path)["validation/sharpe"]] == pytest.approx(
+        [row["validation"]["sharpe"] for row in rows], rel=1e-6, abs=1e-6)
