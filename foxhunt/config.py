@@ -51,6 +51,9 @@ class RunConfig:
     cuda_graph: bool = True
     # Regression bands checked at every epoch boundary (docs/bands.md): a bands file, or None for no check.
     bands: str | None = None
+    # Per-epoch metrics also as TensorBoard event files in RUN_DIR/tensorboard/ (the tensorboard extra;
+    # foxhunt/trainer/tensorboard_log.py lists the scalars).
+    tensorboard: bool = False
 
 
 @attrs.frozen

@@ -183,7 +183,8 @@ configs = st.builds(
     FoxhuntConfig,
     # a dumped config is a resolved one: its profile is concrete ("auto" is resolved when it is loaded)
     run=st.builds(RunConfig, seed=st.integers(0, 2**31), device=st.sampled_from(["auto", "cpu", "cuda"]),
-                  profile=st.sampled_from(["cpu", "gpu"]), tf32=st.booleans(), cuda_graph=st.booleans()),
+                  profile=st.sampled_from(["cpu", "gpu"]), tf32=st.booleans(), cuda_graph=st.booleans(),
+                  tensorboard=st.booleans()),
     plugins=st.builds(
         PluginSelection,
         enable=st.lists(st.sampled_from(["a", "b.c", "thirdparty"]), unique=True),

@@ -9,6 +9,7 @@ RUN_DIR/
   metrics.jsonl        one line per epoch and fold (metrics_log.py)
   checkpoints/         fold_K/ (best epoch of fold K, chosen on validation), resume/ (the last epoch boundary,
                        removed when the run finishes)
+  tensorboard/         with [run] tensorboard: the per-epoch metrics as TensorBoard event files (tensorboard_log.py)
   equity/fold_K.csv    test equity curves of fold K's chosen policy (agent and baselines): out of sample
   equity/fold_K_validation.csv   validation equity curves of the same epoch (the window it was chosen on)
   summary.json         per fold and overall metrics, test and validation apart, against buy-and-hold and flat;

@@ -54,6 +54,7 @@ from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
 __all__ = ["Trainer", "resolve_device", "prepare_data", "normalised_features", "PreparedData", "EpochCallback"]
 
@@ -194,6 +195,9 @@ class Trainer:
         self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.exporter = MetricsExporter(self.run_id)
         self.metrics_server = self.exporter.serve(self.metrics_port) if self.metrics_port is not None else None
+        self.tensorboard = (
+            TensorBoardLog(self.run_dir.path / TENSORBOARD_DIR, config.train.epochs) if config.run.tensorboard else None
+        )
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
@@ -264,6 +268,8 @@ class Trainer:
     def _close(self) -> None:
         if self.metrics_server is not None:
             self.metrics_server.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         self.host.close()
 
     def enter_fold(self, fold: Fold) -> None:
@@ -317,6 +323,8 @@ class Trainer:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
             row = self._metrics_row(fold.index, epoch, stats, validation, diagnostics)
             self.run_dir.append_metrics(row)
+            if self.tensorboard is not None:  # the epoch boundary only, never the step
+                self.tensorboard.add_epoch(row)
             progress.epoch_done(fold.index, epoch, validation, stats)
             position.epoch = epoch + 1
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)

@@ -239,7 +239,7 @@ def test_config_show_prints_the_resolved_toml(run) -> None:
     resolved = tomllib.loads(result.stdout)
     profile = "gpu" if torch.cuda.is_available() else "cpu"  # device "auto" follows the machine
     assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1, "profile": profile, "tf32": True,
-                               "cuda_graph": True}
+                               "cuda_graph": True, "tensorboard": False}
     assert {key: resolved["plugins"][key] for key in ("enable", "disable", "require")} == {
         "enable": [], "disable": [], "require": {}}
 
@@ -281,7 +281,8 @@ def test_config_show_json(run, tmp_path: Path) -> None:
     config.write_text('[run]\ndevice = "cpu"\n')
     result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
     assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1, "profile": "cpu",
-                                                "tf32": True, "cuda_graph": True, "bands": None}
+                                                "tf32": True, "cuda_graph": True, "bands": None,
+                                                "tensorboard": False}
 
 
 def test_config_show_resolves_the_gpu_profile_for_a_cuda_run(run) -> None:
