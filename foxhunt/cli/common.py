@@ -12,16 +12,19 @@ from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
 from foxhunt.plugins import FrozenRegistries, PluginHost
 
-__all__ = ["config_options", "metrics_port_option", "resolve_config", "frozen_host", "echo_json", "EXIT_USER_ERROR",
+__all__ = ["toml_string", "config_options", "metrics_port_option", "resolve_config", "frozen_host", "echo_json", "EXIT_USER_ERROR", "EXIT_REGRESSED",
            "EXIT_STOPPED", "EXIT_OUT_OF_BAND"]
 
 # Exit codes (docs/reliability.md): 0 finished; 1 an unexpected failure (a traceback: a bug to report);
 # EXIT_USER_ERROR for any FoxhuntError (bad input, config, data, checkpoint or folder: one paragraph);
 # EXIT_STOPPED for a graceful stop (Ctrl-C, SIGTERM) that wrote a resume checkpoint; EXIT_OUT_OF_BAND for a run
-# stopped by its regression bands (`foxhunt train --bands`, docs/bands.md).
+# stopped by its regression bands (`foxhunt train --bands`, docs/bands.md); EXIT_REGRESSED, the same code, for
+# `foxhunt profile --baseline` finding a phase slower than its baseline allows: both mean "a recorded reference
+# says this run regressed".
 EXIT_USER_ERROR = 2
 EXIT_STOPPED = 3
 EXIT_OUT_OF_BAND = 4
+EXIT_REGRESSED = EXIT_OUT_OF_BAND
 
 
 def config_options(function):
@@ -72,6 +75,11 @@ def metrics_port_option(function):
              "interface (anyone who reaches the machine can read the gauges), [::1]:9100 for IPv6. A port in use "
              "is refused before any data is loaded.",
     )(function)
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string, for building ``--set`` overrides from command options."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def resolve_config(config_path: Path | None, overrides: tuple[str, ...]) -> FoxhuntConfig:

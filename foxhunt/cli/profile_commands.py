@@ -9,7 +9,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from foxhunt.cli.common import config_options, resolve_config
+from foxhunt.cli.common import EXIT_REGRESSED, config_options, resolve_config, toml_string
 from foxhunt.config_checks import check_config
 from foxhunt.profiling import (
     DEFAULT_THRESHOLD,
@@ -24,9 +24,6 @@ from foxhunt.profiling import (
 )
 
 __all__ = ["profile_command", "EXIT_REGRESSED"]
-
-# A phase is slower than the --baseline allows (0 none is, 2 an error in what was asked, as for every command).
-EXIT_REGRESSED = 4
 
 console = Console()
 
@@ -108,9 +105,9 @@ def profile_command(config_path, overrides, data_source, device, steps, warmup, 
     """
     extra = list(overrides)
     if data_source is not None:
-        extra.append(f"data.source={_toml_string(data_source)}")
+        extra.append(f"data.source={toml_string(data_source)}")
     if device is not None:
-        extra.append(f"run.device={_toml_string(device)}")
+        extra.append(f"run.device={toml_string(device)}")
     config = check_config(resolve_config(config_path, tuple(extra)))
     recorded = load_profile(baseline) if baseline is not None else None  # a bad file fails before the run
     if config.run.threads:
@@ -139,6 +136,3 @@ def profile_command(config_path, overrides, data_source, device, steps, warmup, 
         console.print(f"[red]regressed against {baseline}: {names}[/red]")
         click.get_current_context().exit(EXIT_REGRESSED)
 
-
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
-from foxhunt.cli.common import EXIT_OUT_OF_BAND, EXIT_STOPPED, config_options, metrics_port_option, resolve_config
+from foxhunt.cli.common import (EXIT_OUT_OF_BAND, EXIT_STOPPED, config_options, metrics_port_option, resolve_config,
+                                 toml_string)
 from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
 from foxhunt.errors import BandStop, ConfigError, FoxhuntError, NumericalFault
@@ -115,13 +116,13 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     else:
         extra = list(overrides)
         if data_source is not None:
-            extra.append(f"data.source={_toml_string(data_source)}")
+            extra.append(f"data.source={toml_string(data_source)}")
         if seed is not None:
             extra.append(f"run.seed={seed}")
         if bands_file is not None:  # absolute: config.toml keeps it, and --resume may run from another folder
-            extra.append(f"run.bands={_toml_string(str(bands_file.absolute()))}")
+            extra.append(f"run.bands={toml_string(str(bands_file.absolute()))}")
         if device is not None:  # before the profile is resolved: --device cuda gets the GPU-sized defaults
-            extra.append(f"run.device={_toml_string(device)}")
+            extra.append(f"run.device={toml_string(device)}")
         config = check_config(resolve_config(config_path, tuple(extra)))  # before the run directory exists
         if config.run.bands is not None:
             load_bands(Path(config.run.bands))  # a missing or malformed bands file, before any data is loaded
@@ -160,9 +161,6 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
     ))
     console.print(f"run directory: {run_dir.path}\nreport: {report}")
 
-
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @click.command("backtest")
