@@ -1,8 +1,9 @@
 """The walk-forward training run, readable top to bottom in :meth:`Trainer.run`.
 
 For each fold: reset through the state-reset registry, run the fold kernels;
-for each epoch: collect experience with the current policy in the vectorised
-environment and learn (on CUDA, replaying the step from captured CUDA graphs:
+for each epoch (a training window: the window-reset entries start afresh):
+collect experience with the current policy in the vectorised environment
+and learn (on CUDA, replaying the step from captured CUDA graphs:
 :mod:`foxhunt.trainer.graphs`), run the adaptive kernels at their points, let
 the monitors observe a read-only snapshot, backtest the greedy policy on the
 validation window, and keep the fold's best checkpoint; after the fold's last
@@ -287,12 +288,20 @@ class Trainer:
         self._run_kernels(KernelPoint.FOLD)
         self.obs = self.env.obs  # the environment plugin's fold-reset entry started every episode afresh
 
+    def _start_window(self) -> None:
+        """Window boundary: every epoch collects a new window of experience, so each window-reset entry starts
+        from its initial value. Runs before the epoch's first step, also for the first epoch of a resumed run."""
+        reset = self.registries.state.window_boundary()
+        if reset:
+            log.debug("window boundary", reset=len(reset))
+
     def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
         if position.epoch == 0:
             self._start_fold(fold)
             position.best = None
         train = self.config.train
         for epoch in range(position.epoch, train.epochs):
+            self._start_window()
             self.isv.write(EPOCH, float(epoch))
             self.isv.write(PROGRESS, epoch / train.epochs)
             stats = self._collect_and_learn(epoch, progress)
