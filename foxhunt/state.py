@@ -23,7 +23,7 @@ import attrs
 
 from foxhunt.errors import StateRegistryError
 
-__all__ = ["ResetCategory", "StateEntry", "StateRegistry", "ISV_DISPATCH"]
+__all__ = ["ResetCategory", "StateEntry", "StateRegistry"]
 
 
 class ResetCategory(enum.StrEnum):
@@ -37,8 +37,6 @@ class ResetCategory(enum.StrEnum):
 
 
 RESETTING = (ResetCategory.FOLD_RESET, ResetCategory.WINDOW_RESET, ResetCategory.SOFT_RESET)
-
-ISV_DISPATCH = "isv"  # an entry whose object is the ISV: reset writes the slot's declared init value
 
 
 @attrs.frozen
