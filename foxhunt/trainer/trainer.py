@@ -30,7 +30,7 @@ import torch
 
 from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
-from foxhunt.core_declarations import EPOCH, FOLD, PROGRESS, TOTAL_EPOCHS
+from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.backtest import backtest, baselines
@@ -197,7 +197,6 @@ class Trainer:
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
-        self.isv.write(TOTAL_EPOCHS, float(config.train.epochs))
         self._run_kernels(KernelPoint.CONSTRUCT)
         self.plan = config.train.plan(config.env.n_envs)
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
@@ -284,7 +283,6 @@ class Trainer:
         self.enter_fold(fold)
         reset = self.registries.state.fold_boundary()
         log.info("fold boundary", reset=len(reset))
-        self.isv.write(FOLD, float(fold.index))
         self._run_kernels(KernelPoint.FOLD)
         self.obs = self.env.obs  # the environment plugin's fold-reset entry started every episode afresh
 
@@ -302,7 +300,6 @@ class Trainer:
         train = self.config.train
         for epoch in range(position.epoch, train.epochs):
             self._start_window()
-            self.isv.write(EPOCH, float(epoch))
             self.isv.write(PROGRESS, epoch / train.epochs)
             stats = self._collect_and_learn(epoch, progress)
             self._stop_on_fault(fold.index, epoch, position)
