@@ -4,7 +4,9 @@ Invariant 1: every ISV slot and every other piece of training state (optimizer
 moments, PopArt statistics, replay contents, target network, portfolio state,
 monitor statistics) has an entry here. Freeze fails when a slot has no entry or
 a resetting category has no dispatch; a fold boundary iterates the registry and
-runs each fold-reset and soft-reset dispatch.
+runs each fold-reset and soft-reset dispatch, and a window boundary (the start
+of every epoch: the window of experience that epoch collects) runs each
+window-reset dispatch.
 
 Declaration and binding are separate on purpose: plugins *declare* entries
 before any object exists (so the registry can be checked and snapshotted), and
@@ -21,22 +23,20 @@ import attrs
 
 from foxhunt.errors import StateRegistryError
 
-__all__ = ["ResetCategory", "StateEntry", "StateRegistry", "ISV_DISPATCH"]
+__all__ = ["ResetCategory", "StateEntry", "StateRegistry"]
 
 
 class ResetCategory(enum.StrEnum):
     """What happens to a piece of state at boundaries."""
 
     FOLD_RESET = "fold-reset"  # back to its initial value at every fold start
-    WINDOW_RESET = "window-reset"  # back to its initial value at every new training window (episode batch)
+    WINDOW_RESET = "window-reset"  # back to its initial value at every training window: each epoch's start
     SOFT_RESET = "soft-reset"  # set to a bootstrap value at the fold start, then decays toward observations
     TRAINING_PERSIST = "training-persist"  # carried across folds untouched
     SCHEMA_CONTRACT = "schema-contract"  # fixed by the layout itself (e.g. the fingerprint); never reset
 
 
 RESETTING = (ResetCategory.FOLD_RESET, ResetCategory.WINDOW_RESET, ResetCategory.SOFT_RESET)
-
-ISV_DISPATCH = "isv"  # an entry whose object is the ISV: reset writes the slot's declared init value
 
 
 @attrs.frozen
@@ -150,7 +150,7 @@ class StateRegistry:
         return self._run((ResetCategory.FOLD_RESET, ResetCategory.SOFT_RESET))
 
     def window_boundary(self) -> list[str]:
-        """Reset every window-reset entry."""
+        """Reset every window-reset entry (the trainer calls this before each epoch's first step)."""
         return self._run((ResetCategory.WINDOW_RESET,))
 
     def to_records(self) -> list[dict[str, object]]:

@@ -331,6 +331,9 @@ def test_sealed_metadata_mutations_give_checkpoint_error_or_a_working_resume(
 ) -> None:
     metadata = json.loads((stopped_run / RESUME / METADATA_FILE).read_text(encoding="utf-8"))
     changes = data.draw(mutations(key_paths(metadata)))
+    # restore() cuts the trainer's own metrics.jsonl to the lines the checkpoint counted: an earlier example
+    # with a smaller metric_lines must not leave this one a cut file
+    shutil.copyfile(stopped_run / "metrics.jsonl", resumable_trainer.run_dir.path / "metrics.jsonl")
     with tempfile.TemporaryDirectory() as scratch:
         run = _mutated_copy(stopped_run, Path(scratch), RESUME, changes)
         try:

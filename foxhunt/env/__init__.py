@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from foxhunt.env.backtest import BacktestReport, BacktestResult, backtest, backtest_with_baselines, constant_policy
 from foxhunt.env.config import EnvConfig, physics_params
-from foxhunt.env.exploration import BranchExplorer, advantage_noise, boltzmann, epsilon_greedy
+from foxhunt.env.exploration import BranchExplorer, boltzmann, epsilon_greedy
 from foxhunt.env.oracle import ThresholdPolicy, oracle_backtest, oracle_policy, oracle_targets
 from foxhunt.env.kernel import ENV_RESET, ENV_SIGNALS, ENV_STEP, run_env_reset, run_env_step
 from foxhunt.env.reference import ReferenceEnv
@@ -31,7 +31,6 @@ __all__ = [
     "ReferenceEnv",
     "ThresholdPolicy",
     "VectorEnv",
-    "advantage_noise",
     "backtest",
     "backtest_with_baselines",
     "boltzmann",

@@ -5,45 +5,38 @@ Every draw is ``hash3(key, counter, lane)`` (see :mod:`foxhunt.kernels.rng`):
 ``counter`` is a one-element int64 device tensor that :class:`BranchExplorer`
 advances in place after each call. Nothing is read back to the host, no Python
 number changes between steps, and a captured CUDA graph draws new numbers at
-every replay. ``epsilon``, ``temperature`` and ``sigma`` may be Python floats
+every replay. ``epsilon`` and ``temperature`` may be Python floats
 (constants) or device tensors (0-d, or ``[Branch]`` for one value per branch,
 e.g. a view of the ISV).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 
-from foxhunt.actions import Branch, branch_sizes
+from foxhunt.actions import Branch
 from foxhunt.kernels.rng import MASK32, hash3, mix32, uniform01
 
 __all__ = [
     "counter_uniform",
-    "counter_normal",
     "epsilon_greedy",
     "boltzmann",
-    "advantage_noise",
     "BranchExplorer",
 ]
 
 # Draw purposes: each gets its own key, so the streams never overlap.
-_EPSILON_GREEDY, _BOLTZMANN, _NOISE = range(3)
-_PURPOSES = (_EPSILON_GREEDY, _BOLTZMANN, _NOISE)
+_EPSILON_GREEDY, _BOLTZMANN = range(2)
+_PURPOSES = (_EPSILON_GREEDY, _BOLTZMANN)
+# A purpose's key mixes in ``branch * _KEY_STRIDE + purpose``; the stride is part of every seeded run's draws
+# (changing it changes the actions of every seed), so it stays 3 whatever the number of purposes.
+_KEY_STRIDE = 3
 
 
 def counter_uniform(key: int, counter: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
     """Uniform float32 in [0, 1), one per lane, for this value of ``counter``."""
     return uniform01(hash3(key, counter, lanes)).to(torch.float32)
-
-
-def counter_normal(key: int, counter: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
-    """Standard normal float32, one per lane (Box-Muller over lanes 2l and 2l+1)."""
-    u1 = counter_uniform(key, counter, 2 * lanes)
-    u2 = counter_uniform(key, counter, 2 * lanes + 1)
-    return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos((2.0 * math.pi) * u2)
 
 
 def _branch_value(value: float | torch.Tensor, branch: int) -> float | torch.Tensor:
@@ -71,13 +64,6 @@ def boltzmann(
     return (cdf <= draw).sum(dim=-1).clamp_(max=q.shape[-1] - 1)
 
 
-def advantage_noise(
-    advantages: torch.Tensor, sigma: float | torch.Tensor, key: int, counter: torch.Tensor, lanes: torch.Tensor
-) -> torch.Tensor:
-    """``advantages`` plus Gaussian noise of scale ``sigma`` (``lanes`` indexes every element)."""
-    return advantages + sigma * counter_normal(key, counter, lanes).reshape(advantages.shape)
-
-
 class BranchExplorer:
     """Per-branch exploration for ``n_envs`` environments with its own device counter.
 
@@ -90,20 +76,16 @@ class BranchExplorer:
         self.n_envs = n_envs
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self.sizes = branch_sizes()
         self.n_branches = Branch.size()  # a plain int: torch.compile traces the methods below (learner.compile)
         base = mix32(mix32(seed & MASK32) ^ ((seed >> 32) & MASK32))
         # One independent key per (branch, purpose).
         # keyed by plain ints: torch.compile traces the lookups (an enum-keyed dict recursed in dynamo's guards)
         self._keys = {
-            (int(b), purpose): mix32(base ^ mix32(b * len(_PURPOSES) + purpose + 1))
+            (int(b), purpose): mix32(base ^ mix32(b * _KEY_STRIDE + purpose + 1))
             for b in Branch
             for purpose in _PURPOSES
         }
         self._env_lanes = torch.arange(n_envs, dtype=torch.int64, device=self.device)
-        self._element_lanes = {
-            b: torch.arange(n_envs * self.sizes[b], dtype=torch.int64, device=self.device) for b in Branch
-        }
 
     def _check(self, values: Sequence[torch.Tensor]) -> None:
         if len(values) != self.n_branches:
@@ -134,13 +116,3 @@ class BranchExplorer:
         )
         self.counter.add_(1)
         return actions
-
-    def noisy_advantages(self, advantages: Sequence[torch.Tensor], sigma: float | torch.Tensor) -> list[torch.Tensor]:
-        """Each branch's ``[envs, A_b]`` advantages plus fresh Gaussian noise of scale ``sigma``."""
-        self._check(advantages)
-        noisy = [
-            advantage_noise(advantages[b], _branch_value(sigma, b), self._keys[(b, _NOISE)], self.counter, self._element_lanes[b])
-            for b in range(self.n_branches)
-        ]
-        self.counter.add_(1)
-        return noisy

@@ -123,9 +123,6 @@ class GradientBudget:
         for p, grad in zip(self.params, split_flat(self.flat_grad, [p.shape for p in self.params]), strict=True):
             p.grad = grad
 
-    def reset(self) -> None:
-        self.safety_clips.zero_()
-
     def loop_gradients(self, losses: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Per-component gradients by one ``autograd.grad`` each, stacked ``[K, *param.shape]`` per parameter."""
         last = len(losses) - 1

@@ -49,9 +49,6 @@ class PopArt(nn.Module):
         """``y [..., Branch]`` unnormalised -> normalised."""
         return (y - self.mu) / self.sigma
 
-    def denormalize(self, y: torch.Tensor) -> torch.Tensor:
-        return y * self.sigma + self.mu
-
     @torch.no_grad()
     def update(self, targets: torch.Tensor, layers: list[nn.Module]) -> None:
         """Move the statistics toward the batch of unnormalised ``targets [B, Branch]`` and rescale ``layers``.

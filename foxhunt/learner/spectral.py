@@ -49,13 +49,6 @@ class SpectralNorm(nn.Module):
         return [(getattr(self, f"u{i}"), getattr(self, f"v{i}")) for i in range(len(self.weights))]
 
     @torch.no_grad()
-    def sigmas(self) -> list[torch.Tensor]:
-        """Current estimates ``uᵀWv`` (one per matrix, shape = the weight's leading dims)."""
-        return [
-            torch.einsum("...o,...oi,...i->...", u, w, v) for w, (u, v) in zip(self.weights, self.vectors(), strict=True)
-        ]
-
-    @torch.no_grad()
     def project(self, iterations: int | None = None) -> None:
         """Refine ``u``/``v`` and shrink every matrix whose σ estimate exceeds ``sigma_max`` (in place)."""
         steps = self.iterations if iterations is None else iterations

@@ -11,7 +11,7 @@ and pytest collects it::
 Rules, in the order the lifecycle allows them: declare, freeze, training steps
 (the plugin's CONSTRUCT kernels at freeze; its STEP and EPOCH kernels and its loss
 components on small random replay batches; its monitors observing), fold reset,
-soft reset, checkpoint round trip. Hypothesis chooses the sequence and the
+window reset, soft reset, checkpoint round trip. Hypothesis chooses the sequence and the
 random inputs and shrinks any failure to the shortest sequence that shows it.
 
 Invariants checked after every rule:
@@ -20,7 +20,8 @@ Invariants checked after every rule:
   and has a state-reset entry; the fingerprint lanes hold the layout's hash bit-exact;
 - a kernel changed only the ISV slots it declares in ``writes``;
 - right after a fold reset every fold-reset and soft-reset ISV slot is back to its
-  initial value, and after a soft reset every soft-reset slot is;
+  initial value, after a window reset every window-reset slot is, and after a
+  soft reset every soft-reset slot is;
 - a reset left training-persist and schema-contract slots untouched;
 - a checkpoint round trip gives back the ISV bit-identical with the same fingerprint,
   and a second, independent declare/freeze of the same plugins gives the same layout;
@@ -309,6 +310,12 @@ class _PluginConformance(RuleBasedStateMachine):
         """The fold boundary: every fold-reset and soft-reset entry's dispatch, then the FOLD kernels."""
         self._reset((ResetCategory.FOLD_RESET, ResetCategory.SOFT_RESET), self.registries.state.fold_boundary)
         self._run_kernels(KernelPoint.FOLD)
+
+    @precondition(lambda self: self.frozen)
+    @rule()
+    def window_reset(self) -> None:
+        """The window boundary (the trainer's, before every epoch): every window-reset entry's dispatch."""
+        self._reset((ResetCategory.WINDOW_RESET,), self.registries.state.window_boundary)
 
     @precondition(lambda self: self.frozen)
     @rule()

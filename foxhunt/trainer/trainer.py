@@ -1,8 +1,9 @@
 """The walk-forward training run, readable top to bottom in :meth:`Trainer.run`.
 
 For each fold: reset through the state-reset registry, run the fold kernels;
-for each epoch: collect experience with the current policy in the vectorised
-environment and learn (on CUDA, replaying the step from captured CUDA graphs:
+for each epoch (a training window: the window-reset entries start afresh):
+collect experience with the current policy in the vectorised environment
+and learn (on CUDA, replaying the step from captured CUDA graphs:
 :mod:`foxhunt.trainer.graphs`), run the adaptive kernels at their points, let
 the monitors observe a read-only snapshot, backtest the greedy policy on the
 validation window, and keep the fold's best checkpoint; after the fold's last
@@ -29,7 +30,7 @@ import torch
 
 from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
-from foxhunt.core_declarations import EPOCH, FOLD, PROGRESS, TOTAL_EPOCHS
+from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.backtest import backtest, baselines
@@ -201,7 +202,6 @@ class Trainer:
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
-        self.isv.write(TOTAL_EPOCHS, float(config.train.epochs))
         self._run_kernels(KernelPoint.CONSTRUCT)
         self.plan = config.train.plan(config.env.n_envs)
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
@@ -292,9 +292,15 @@ class Trainer:
         self.enter_fold(fold)
         reset = self.registries.state.fold_boundary()
         log.info("fold boundary", reset=len(reset))
-        self.isv.write(FOLD, float(fold.index))
         self._run_kernels(KernelPoint.FOLD)
         self.obs = self.env.obs  # the environment plugin's fold-reset entry started every episode afresh
+
+    def _start_window(self) -> None:
+        """Window boundary: every epoch collects a new window of experience, so each window-reset entry starts
+        from its initial value. Runs before the epoch's first step, also for the first epoch of a resumed run."""
+        reset = self.registries.state.window_boundary()
+        if reset:
+            log.debug("window boundary", reset=len(reset))
 
     def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
         if position.epoch == 0:
@@ -302,7 +308,7 @@ class Trainer:
             position.best = None
         train = self.config.train
         for epoch in range(position.epoch, train.epochs):
-            self.isv.write(EPOCH, float(epoch))
+            self._start_window()
             self.isv.write(PROGRESS, epoch / train.epochs)
             stats = self._collect_and_learn(epoch, progress)
             self._stop_on_fault(fold.index, epoch, position)

@@ -100,11 +100,10 @@ def test_plugins_inspect_shows_what_a_plugin_declared(run) -> None:
     out = result.stdout
     assert f"foxhunt  foxhunt {__version__}  (loaded)" in out
     assert "hooks: foxhunt_declare" in out
-    assert "ISV slots (5):" in out
-    assert "train.epoch width=1 offset=0" in out
-    assert "train.total_epochs width=1 offset=3 init=1.0" in out
-    assert "state entries (5):" in out
-    assert "train.fold [training-persist]" in out
+    assert "ISV slots (2):" in out
+    assert "train.progress width=1 offset=0 init=0.0" in out
+    assert "state entries (2):" in out
+    assert "train.progress [fold-reset]" in out
     assert "isv.fingerprint [schema-contract]" in out
 
 
@@ -140,9 +139,7 @@ def test_layout_show_json(run, core_layout) -> None:
         assert slot["offset"] == cursor
         cursor += slot["width"]
     assert cursor == data["size"]
-    assert [s["name"] for s in data["slots"]] == [
-        "train.epoch", "train.fold", "train.progress", "train.total_epochs", "isv.fingerprint",
-    ]
+    assert [s["name"] for s in data["slots"]] == ["train.progress", "isv.fingerprint"]
     assert {s["owner"] for s in data["slots"]} == {"foxhunt"}
 
 
@@ -175,13 +172,14 @@ def test_layout_diff_matching_checkpoint_exits_0(run, checkpoint: Path, core_lay
 def test_layout_diff_other_layout_exits_1_with_the_slot_diff(run, checkpoint: Path) -> None:
     meta_path = checkpoint / METADATA_FILE
     meta = json.loads(meta_path.read_text())
-    meta["isv"]["slots"] = [s for s in meta["isv"]["slots"] if s["name"] != "train.fold"]
+    meta["isv"]["slots"] = [s for s in meta["isv"]["slots"] if s["name"] != "train.progress"]
     meta_path.write_text(json.dumps(meta))
     result = run("layout", "diff", str(meta_path), *CORE_ONLY)
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert "+train.fold width=1 offset=1 owner=foxhunt" in lines
-    assert "-train.progress width=1 offset=1 owner=foxhunt" in lines
+    assert "+train.progress width=1 offset=0 owner=foxhunt" in lines
+    assert "-isv.fingerprint width=2 offset=0 owner=foxhunt" in lines
+    assert "+isv.fingerprint width=2 offset=1 owner=foxhunt" in lines
 
 
 def test_layout_diff_forged_fingerprint_exits_1(run, checkpoint: Path) -> None:
@@ -215,13 +213,13 @@ def test_registry_check_fails_with_a_diff_when_a_snapshot_is_stale(run, tmp_path
     directory = tmp_path / "registry"
     run("registry", "lock", "--dir", str(directory))
     path = directory / "isv_layout.toml"
-    path.write_text(path.read_text().replace('name = "train.fold"', 'name = "train.folds"'))
+    path.write_text(path.read_text().replace('name = "train.progress"', 'name = "train.progres"'))
     result = run("registry", "check", "--dir", str(directory))
     assert result.exit_code == 1
     assert f"--- {path} (committed)" in result.stdout
     assert f"+++ {path} (from code)" in result.stdout
-    assert '-name = "train.folds"' in result.stdout.splitlines()
-    assert '+name = "train.fold"' in result.stdout.splitlines()
+    assert '-name = "train.progres"' in result.stdout.splitlines()
+    assert '+name = "train.progress"' in result.stdout.splitlines()
     assert "registry snapshots are out of date: review the diff, then run `foxhunt registry lock`" in result.stderr
 
 

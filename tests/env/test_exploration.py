@@ -58,13 +58,3 @@ def test_boltzmann_temperature_limits() -> None:
     drawn = explorer.boltzmann(row, 1.0)[:, Branch.DIRECTION]
     expected = torch.softmax(torch.tensor([0.0, 1.0, 2.0, 0.5]), dim=0).double()
     assert torch.allclose(torch.bincount(drawn, minlength=4).double() / N, expected, atol=0.03)
-
-
-def test_advantage_noise_is_gaussian_and_fresh() -> None:
-    explorer = BranchExplorer(N, seed=6)
-    zeros = [torch.zeros((N, size)) for size in branch_sizes()]
-    first = explorer.noisy_advantages(zeros, 0.5)
-    second = explorer.noisy_advantages(zeros, 0.5)
-    flat = torch.cat([n.flatten() for n in first])
-    assert abs(flat.mean().item()) < 0.02 and abs(flat.std().item() - 0.5) < 0.02
-    assert all(not torch.equal(a, b) for a, b in zip(first, second, strict=True))

@@ -22,6 +22,7 @@ __all__ = [
     "writing_monitor",
     "reset_that_forgets",
     "reset_that_touches_persist",
+    "window_reset_that_forgets",
 ]
 
 COUNTER = "toy.counter"  # fold-reset: counts STEP kernel launches within a fold
@@ -137,3 +138,14 @@ def reset_that_touches_persist() -> types.ModuleType:
 
     return _module("toy_touches", foxhunt_declare=_declare(reset_counter=reset), foxhunt_kernels=_kernels(),
                    foxhunt_monitors=_monitors())
+
+
+def window_reset_that_forgets() -> types.ModuleType:
+    """A window-reset slot whose dispatch writes 5 instead of the declared init 0."""
+
+    @hookimpl
+    def foxhunt_declare(registrar):
+        registrar.slot("toy.window", doc="a per-window value")
+        registrar.state("toy.window", ResetCategory.WINDOW_RESET, reset=lambda isv: isv.write("toy.window", 5.0))
+
+    return _module("toy_window_forgets", foxhunt_declare=foxhunt_declare)

@@ -71,6 +71,11 @@ def test_fold_reset_that_misses_the_initial_value_is_caught():
     assert "slots, ['toy.counter'] are not back to their init" in failures
 
 
+def test_window_reset_that_misses_the_initial_value_is_caught():
+    failures = run_case(conformance_machine(fake_plugins.window_reset_that_forgets(), "window", test_settings=FIND))
+    assert "after the reset of window-reset slots, ['toy.window'] are not back to their init" in failures
+
+
 def test_reset_that_touches_persist_state_is_caught():
     failures = run_case(conformance_machine(fake_plugins.reset_that_touches_persist(), "touches", test_settings=FIND))
     assert "a reset changed training-persist/schema-contract slot(s) ['toy.total']" in failures

@@ -18,9 +18,7 @@ OPS = st.sampled_from(["step", "epoch", "fold", "monitors"])
 
 
 def _trainer_epoch(run, epoch: int, total: int) -> None:
-    """What the trainer writes at an epoch boundary: its own slots only."""
-    run.isv.write(core_declarations.EPOCH, float(epoch))
-    run.isv.write(core_declarations.TOTAL_EPOCHS, float(total))
+    """What the trainer writes at an epoch boundary: its own slot only."""
     run.isv.write(core_declarations.PROGRESS, min(1.0, epoch / total))
 
 

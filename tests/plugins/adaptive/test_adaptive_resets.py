@@ -137,6 +137,6 @@ def test_fold_reset_restores_every_reset_slot_and_leaves_training_persist_slots_
             assert category in (ResetCategory.TRAINING_PERSIST, ResetCategory.SCHEMA_CONTRACT), slot.name
             np.testing.assert_array_equal(after[span].view(np.uint32), before[span].view(np.uint32), err_msg=slot.name)
     persist = {s.name for s in run.layout.slots if entries[s.name].category is ResetCategory.TRAINING_PERSIST}
-    assert {"cql.alpha", "train.total_epochs", "train.fold"} <= persist
+    assert {"cql.alpha", "support.center", "support.half_width"} <= persist
     assert all(monitor.observations == 0 for monitor in run.monitors)
     assert run.registry.unattached() == []
