@@ -444,4 +444,4 @@ def test_resume_of_a_finished_run_is_refused_before_anything_is_built(run_dir: P
 def test_resume_with_new_settings_is_refused(run_dir: Path) -> None:
     result = kit.invoke("train", "--resume", str(run_dir), "--set", "train.epochs=9")
     assert result.exit_code == 2
-    assert "--resume" in result.stderr and "drop --config, --set and --data" in result.stderr
+    assert "--resume" in result.stderr and "drop --config, --set, --data and --bands" in result.stderr
