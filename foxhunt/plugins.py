@@ -35,6 +35,7 @@ __all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "Plugi
 
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 LEARNER_PLUGIN_NAME = "foxhunt.learner"  # the learner's state entries, declared as part of the core
+CORE_PLUGIN_NAMES = (core_declarations.CORE_PLUGIN_NAME, LEARNER_PLUGIN_NAME)
 HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("foxhunt_"))
 log = structlog.get_logger(__name__)
 
@@ -264,16 +265,13 @@ class PluginHost:
                 self._problem(owner_info[slot.owner], f"ISV slot name {slot.name!r} is reserved for the layout fingerprint")
                 continue
             if slot.name in slot_owner:
-                first = slot_owner[slot.name]
-                self._problem(
-                    owner_info[slot.owner],
-                    f"ISV slot {slot.name!r} is already declared by plugin {self._named(first)}; choose another name",
-                )
+                self._clash("ISV slot", slot.name, slot_owner[slot.name], slot.owner, "; choose another name")
                 continue
             slot_owner[slot.name] = slot.owner
         entries = self._state_entries(slot_owner, owner_info)
         self._check_sections()
         if self.problems:
+            self._mark_failed()
             raise PluginError(self.problems)
         unique_slots = {slot.name: slot for slot in self.declarations.slots}
         layout = IsvLayout.compose(unique_slots.values())
@@ -282,13 +280,31 @@ class PluginHost:
         log.debug("plugins frozen", plugins=len(self.plugins), slots=len(layout.slots), fingerprint=layout.fingerprint_hex)
         return self.registries
 
+    def _clash(self, what: str, name: str, first: str, later: str, advice: str) -> None:
+        """Two plugins claim one name: each is told, with the other's distribution and version, whatever order
+        they declared in (the core's own names are fixed, so the core is never the one told to rename)."""
+        self._problem(self.plugins[later], f"{what} {name!r} is already declared by plugin {self._named(first)}{advice}")
+        if first != later and first not in CORE_PLUGIN_NAMES:
+            self._problem(self.plugins[first], f"{what} {name!r} is also declared by plugin {self._named(later)}; "
+                                               "rename it in one of the two, or disable one of them in [plugins]")
+
+    def _mark_failed(self) -> None:
+        """Every loaded plugin with a problem is ``failed``, its problems as its error (``foxhunt plugins list``)."""
+        messages: dict[str, list[str]] = {}
+        for problem in self.problems:
+            info = self.plugins.get(problem.plugin)
+            if info is not None and info.status == "loaded":  # one that failed to load has its error already
+                messages.setdefault(info.name, []).append(problem.message)
+        for name, found in messages.items():
+            self.plugins[name].status = "failed"
+            self.plugins[name].error = "; ".join(found)
+
     def _state_entries(self, slot_owner: dict[str, str], owner_info: dict[str, PluginInfo]) -> list[StateEntry]:
         entries: dict[str, StateEntry] = {}
         for entry in self.declarations.states:
             info = owner_info[entry.owner]
             if entry.name in entries:
-                self._problem(info, f"state entry {entry.name!r} is already declared by plugin "
-                                    f"{self._named(entries[entry.name].owner)}")
+                self._clash("state entry", entry.name, entries[entry.name].owner, entry.owner, "")
                 continue
             if entry.name in slot_owner:
                 if slot_owner[entry.name] != entry.owner:

@@ -136,6 +136,22 @@ def test_duplicate_slot_across_two_plugins_names_both() -> None:
     host = host_with(("first", slot_plugin("shared.value")), ("second", slot_plugin("shared.value")))
     problems = problems_of(host)
     assert "[second from second-dist 1.0] ISV slot 'shared.value' is already declared by plugin 'first' (from first-dist 1.0); choose another name" in problems
+    # the plugin that happened to declare first is told too: either may be the one to rename
+    assert ("[first from first-dist 1.0] ISV slot 'shared.value' is also declared by plugin 'second' (from second-dist "
+            "1.0); rename it in one of the two, or disable one of them in [plugins]") in problems
+    assert {name: host.plugins[name].status for name in ("first", "second")} == {"first": "failed", "second": "failed"}
+    assert "also declared by plugin 'second'" in host.plugins["first"].error
+
+
+def test_a_slot_clashing_with_the_cores_blames_the_plugin_only() -> None:
+    host = PluginHost()
+    host.add_core()
+    host.add_plugin(slot_plugin("train.epoch"), "late", distribution="late-dist", version="1.0")
+    problems = problems_of(host)
+    assert any(p.startswith("[late from late-dist 1.0] ISV slot 'train.epoch' is already declared by plugin 'foxhunt'")
+               for p in problems)
+    assert not any(p.startswith("[foxhunt ") for p in problems)  # the core's names are fixed
+    assert host.plugins["foxhunt"].status == "loaded"
 
 
 def test_slot_without_reset_entry() -> None:
@@ -287,7 +303,9 @@ def test_every_problem_of_every_plugin_is_reported_together(site: Path) -> None:
         "[old from mixed-bag 0.9.0] config requires old >=1 but version 0.9.0 is installed",
         "[ghost from (not installed) -] required plugin 'ghost' (==2) is not installed",
         "[second from second-dist 3.1] ISV slot 'shared.value' is already declared by plugin 'first'",
+        "[first from first-dist 1.0] ISV slot 'shared.value' is also declared by plugin 'second' (from second-dist 3.1)",
         "[second from second-dist 3.1] state entry 'shared.value' is already declared by plugin 'first'",
+        "[first from first-dist 1.0] state entry 'shared.value' is also declared by plugin 'second' (from second-dist 3.1)",
         "[bare from bare-dist 0.1] ISV slot 'bare.value' has no state-reset entry",
     ]
     assert len(error.problems) == len(expected)
