@@ -428,7 +428,24 @@ class PluginHost:
         return [kernel for _, kernel in collected]
 
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:
-        return [item for _, item in self._collect("foxhunt_monitors", AdaptiveMonitor, config)]
+        """Every monitor, each refused unless its own plugin declared its statistics entry ``monitor.<name>``."""
+        collected = self._collect("foxhunt_monitors", AdaptiveMonitor, config)
+        owners = {entry.name: entry.owner for entry in self.registries.state.entries()}
+        problems = []
+        for owner, monitor in collected:
+            if owners.get(monitor.state_name) != owner:
+                info = self.plugins[owner]
+                declared = f"plugin {self._named(owners[monitor.state_name])} declares it" \
+                    if monitor.state_name in owners else "no plugin declares it"
+                problems.append(PluginProblem(
+                    info.name, info.distribution, info.version,
+                    f"monitor {monitor.name!r} keeps statistics in the state entry {monitor.state_name!r}, but "
+                    f"{declared}; add registrar.state({monitor.state_name!r}, 'fold-reset', "
+                    "reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare",
+                ))
+        if problems:
+            raise PluginError(problems)
+        return [monitor for _, monitor in collected]
 
     def component_owners(self, config: Any, settings: dict[str, Any] | None = None) -> dict[str, tuple[str, str]]:
         """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check).

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from foxhunt import Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
+from foxhunt import AdaptiveMonitor, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
+from foxhunt.monitors import reset_monitor
 from foxhunt.plugins import ENTRY_POINT_GROUP, Phase
 
 _spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parent / "fixtures" / "fake_dists.py")
@@ -216,6 +217,32 @@ def test_component_hook_returning_the_wrong_record_type() -> None:
     host.declare().freeze()
     with pytest.raises(PluginError, match="foxhunt_monitors returned LossComponent, expected AdaptiveMonitor"):
         host.monitors(config=None)
+
+
+def test_a_monitor_without_its_statistics_entry_is_refused() -> None:
+    def watcher(*, entry: bool):
+        def declare(registrar) -> None:
+            registrar.slot("watched.value")
+            registrar.state("watched.value", "fold-reset")
+            if entry:
+                registrar.state("monitor.watched.watch", "fold-reset", reset=reset_monitor)
+
+        return plugin("watch_plugin", foxhunt_declare=declare,
+                      foxhunt_monitors=lambda config: [AdaptiveMonitor("watched.watch", ("watched.value",))])
+
+    host = host_with(("watched", watcher(entry=False)))
+    host.declare().freeze()
+    with pytest.raises(PluginError) as caught:
+        host.monitors(config=None)  # before any run starts: the trainer asks right after freeze
+    (problem,) = caught.value.problems
+    assert str(problem) == (
+        "[watched from watched-dist 1.0] monitor 'watched.watch' keeps statistics in the state entry "
+        "'monitor.watched.watch', but no plugin declares it; add registrar.state('monitor.watched.watch', "
+        "'fold-reset', reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare"
+    )
+    host = host_with(("watched", watcher(entry=True)))
+    host.declare().freeze()
+    assert [monitor.name for monitor in host.monitors(config=None)] == ["watched.watch"]
 
 
 def test_kernel_may_write_only_its_own_plugins_slots() -> None:
