@@ -77,6 +77,64 @@ def test_broken_plugin_is_listed_as_failed_but_stops_the_layout(run, site: Path,
     )
 
 
+BAD_CATEGORY = """
+from foxhunt import hookimpl
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.slot("category.value")
+    registrar.state("category.value", "per-fold")
+"""
+
+SAME_SLOT = """
+from foxhunt import hookimpl
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.slot("shared.value")
+    registrar.state("shared.value", "fold-reset")
+"""
+
+SETTINGS = """
+import attrs
+from foxhunt import hookimpl
+
+
+@attrs.frozen
+class Settings:
+    strength: float = 0.5
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.settings(Settings)
+"""
+
+
+def test_plugins_that_fail_when_they_declare_are_listed_as_failed_with_the_reason(run, site: Path, dists) -> None:
+    dists.write_distribution(site, "foxhunt-declares", "0.2.0", {
+        "category": ("category_plugin", BAD_CATEGORY),
+        "left": ("left_plugin", SAME_SLOT),
+        "right": ("right_plugin", SAME_SLOT),
+        "tuned": ("tuned_plugin", SETTINGS),
+    })
+    listed = run("plugins", "list", "--json", "--set", 'plugins.tuned.strength="high"')
+    assert listed.exit_code == 0
+    entries = _by_name(json.loads(listed.stdout))
+    assert {name: entries[name]["status"] for name in ("category", "left", "right", "tuned", "mse")} == {
+        "category": "failed", "left": "failed", "right": "failed", "tuned": "failed", "mse": "loaded"}
+    assert entries["category"]["error"].startswith("state entry 'category.value': unknown category 'per-fold'")
+    assert "ISV slot 'shared.value' is" in entries["left"]["error"]
+    assert "ISV slot 'shared.value' is" in entries["right"]["error"]
+    assert entries["tuned"]["error"].startswith("plugins.tuned.strength: expected a number, got str 'high'")
+    assert "warning: [tuned from foxhunt-declares 0.2.0] plugins.tuned.strength" in listed.stderr
+    table = run("plugins", "list", "--set", 'plugins.tuned.strength="high"')
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("│ category ")]
+    assert re.search(r"│ failed +│ .* │ state entry", row)  # the status, then the error column
+
+
 def test_console_script_shows_the_third_party_slot(tmp_path: Path, dists, thirdparty) -> None:
     site = dists.write_distribution(tmp_path / "site", "foxhunt-thirdparty", "1.2.3", thirdparty)
     executable = shutil.which("foxhunt")
