@@ -181,6 +181,7 @@ class AuditReport:
     rows: list[AuditRow] = attrs.Factory(list)
     missing: list[Component] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
+    frozen: bool = True  # False: the plugins could not be frozen, and that one problem is the whole report
 
     @property
     def ok(self) -> bool:
@@ -208,7 +209,8 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         host.freeze()
     except PluginError as error:
         # Without a frozen host no component hook can be asked: the plugin problems are the report.
-        return components, [f"plugins cannot be frozen, so their components cannot be listed:\n{error}"], host
+        return components, [f"the plugins cannot be frozen, so their components cannot be listed and no audit row "
+                            f"was checked; {error}"], host
     owners: dict[str, tuple[str, str]] = {}
     names = [name for name, info in host.plugins.items() if info.status == "loaded"]
     for run_config, settings in ((config, None), (_everything_enabled(config, names), _switched_on(host))):
@@ -247,6 +249,10 @@ def check(
     """
     directories = list(audit_dirs) if audit_dirs is not None else default_audit_dirs()
     components, problems, host = installed_components(config, host)
+    if host.registries is None:
+        # No component can be listed, so every row and entry point would be judged against a partial list:
+        # the freeze failure (each problem naming plugin, distribution and version) is the whole report.
+        return AuditReport(problems=problems, frozen=False)
     if plugins:
         unknown = sorted(set(plugins) - {c.plugin for c in components})
         problems += [f"no installed plugin named {name!r} (see `foxhunt plugins list`)" for name in unknown]

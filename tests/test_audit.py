@@ -104,6 +104,29 @@ def test_opt_in_components_are_found_with_every_plugin_enabled(tmp_path):
     assert [c.name for c in report.missing] == ["toy.loss"]
 
 
+def clashing_plugin() -> types.ModuleType:
+    @hookimpl
+    def foxhunt_declare(registrar):
+        registrar.slot("shared.value")
+        registrar.state("shared.value", "fold-reset")
+
+    module = types.ModuleType("clashing_plugin")
+    module.foxhunt_declare = foxhunt_declare
+    module.__version__ = "2.0"
+    return module
+
+
+def test_plugins_that_cannot_freeze_are_the_whole_report(tmp_path):
+    # Nothing else can be judged without the components: no missing rows, no row checks, one problem.
+    directory = audits(tmp_path, HEADER + "| `toy.loss` | loss | toy (toy_plugin) | (status) | (tests) |\n")
+    report = check([directory], host=make_host((clashing_plugin(), "left"), (clashing_plugin(), "right")))
+    (problem,) = report.problems
+    assert not report.ok and not report.frozen and report.missing == [] and report.components == []
+    assert problem.startswith("the plugins cannot be frozen, so their components cannot be listed and no audit row "
+                              "was checked; 4 plugin problem(s) stop this run:")
+    assert "  - [right from (in-process) 0] ISV slot 'shared.value' is already declared by plugin 'left'" in problem
+
+
 def test_cli_check_exits_0_on_this_repository_and_1_when_rows_are_missing(tmp_path):
     runner = CliRunner()
     result = runner.invoke(audit_group, ["check"])
