@@ -154,7 +154,7 @@ class PluginHost:
             for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "foxhunt"
         ]
-        return cls(PluginSelection(enable=names or (core_declarations.CORE_PLUGIN_NAME,)))
+        return cls(PluginSelection(only=names or (core_declarations.CORE_PLUGIN_NAME,)))
 
     def add_core(self) -> None:
         """Register the core's own declarations (the trainer's and the learner's); ``discover`` does this first."""
@@ -347,8 +347,10 @@ class PluginHost:
                     f"(loaded plugins: {', '.join(loaded)}); {hint}correct the name or remove the section",
                 ))
             elif info.status == "disabled":
-                self._problem(info, f"[plugins.{name}] configures a plugin that is not loaded: [plugins] disables it "
-                                    f"(loaded plugins: {', '.join(loaded)}); enable it or remove the section")
+                why, fix = ("[plugins] disable names it", "take it out of disable") if name in self.selection.disable \
+                    else ("[plugins] only does not name it", "add it to only")
+                self._problem(info, f"[plugins.{name}] configures a plugin that is not loaded: {why} "
+                                    f"(loaded plugins: {', '.join(loaded)}); {fix} or remove the section")
             elif info.status == "loaded":
                 self._problem(info, f"[plugins.{name}] sets keys, but plugin {name!r} declares no settings "
                                     "(it never calls registrar.settings); remove the section")

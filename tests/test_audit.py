@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
+import attrs
 from click.testing import CliRunner
 
 from foxhunt import LossComponent, hookimpl
@@ -17,14 +18,25 @@ HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|\
 ROW = HEADER + "| `toy.loss` | loss | toy (toy_plugin) | wired | tests/test_audit.py |\n"
 
 
+@attrs.frozen
+class OptIn:
+    enabled: bool = False
+
+
 def toy_plugin(name: str = "toy.loss", *, audit: str | None = None, opt_in: bool = False) -> types.ModuleType:
     @hookimpl
-    def foxhunt_loss_components(config):
-        if opt_in and "toy" not in config.plugins.enable:
+    def foxhunt_declare(registrar):
+        if opt_in:
+            registrar.settings(OptIn)
+
+    @hookimpl
+    def foxhunt_loss_components(config, settings):
+        if opt_in and not settings.enabled:
             return []
         return [LossComponent(name, 1.0, lambda inputs: inputs, "a toy loss")]
 
     module = types.ModuleType("toy_plugin")
+    module.foxhunt_declare = foxhunt_declare
     module.foxhunt_loss_components = foxhunt_loss_components
     if audit is not None:
         setattr(module, AUDIT_ATTRIBUTE, audit)
@@ -99,7 +111,7 @@ def test_a_plugin_ships_its_own_rows_but_cannot_audit_another_plugin(tmp_path):
     assert sorted(c.name for c in report.missing) == ["other.loss", "toy.loss"]
 
 
-def test_opt_in_components_are_found_with_every_plugin_enabled(tmp_path):
+def test_opt_in_components_are_found_with_their_enabled_setting_on(tmp_path):
     report = check([audits(tmp_path, "")], host=make_host((toy_plugin(opt_in=True), "toy")))
     assert [c.name for c in report.missing] == ["toy.loss"]
 

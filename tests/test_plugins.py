@@ -71,7 +71,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def only(*names: str, **selection) -> PluginHost:
     """A host limited to the named plugins (whatever else is installed stays disabled and unimported)."""
-    return PluginHost(PluginSelection(enable=names, **selection))
+    return PluginHost(PluginSelection(only=names, **selection))
 
 
 # -- each problem, its message ---------------------------------------------------
@@ -282,20 +282,20 @@ def test_declaration_after_freeze_from_a_component_hook_is_reported() -> None:
 
 def test_incompatible_version_required_by_config(site: Path) -> None:
     fake_dists.write_distribution(site, "x-dist", "1.4.0", {"x": ("x_plugin", "")})
-    host = PluginHost(PluginSelection(enable=["x"], require={"x": ">=2"})).discover()
+    host = PluginHost(PluginSelection(only=["x"], require={"x": ">=2"})).discover()
     (problem,) = problems_of(host)
     assert problem == "[x from x-dist 1.4.0] config requires x >=2 but version 1.4.0 is installed"
 
 
 def test_compatible_version_requirement_passes(site: Path) -> None:
     fake_dists.write_distribution(site, "x-dist", "2.1.0", {"x": ("x_plugin", "")})
-    host = PluginHost(PluginSelection(require={"x": ">=2,<3"}, enable=["x"])).discover()
+    host = PluginHost(PluginSelection(require={"x": ">=2,<3"}, only=["x"])).discover()
     host.declare().freeze()
     assert host.versions()["x"] == {"distribution": "x-dist", "version": "2.1.0"}
 
 
 def test_required_plugin_missing() -> None:
-    host = PluginHost(PluginSelection(enable=["foxhunt"], require={"ghost": ">=1"})).discover()
+    host = PluginHost(PluginSelection(only=["foxhunt"], require={"ghost": ">=1"})).discover()
     (problem,) = problems_of(host)
     assert problem == "[ghost from (not installed) -] required plugin 'ghost' (>=1) is not installed"
 
@@ -316,7 +316,7 @@ def test_every_problem_of_every_plugin_is_reported_together(site: Path) -> None:
             "old": ("old_plugin", ""),
         },
     )
-    host = PluginHost(PluginSelection(enable=["broken", "typo", "old"], require={"old": ">=1", "ghost": "==2"}))
+    host = PluginHost(PluginSelection(only=["broken", "typo", "old"], require={"old": ">=1", "ghost": "==2"}))
     host.discover()
     host.add_plugin(slot_plugin("shared.value"), "first", distribution="first-dist", version="1.0")
     host.add_plugin(slot_plugin("shared.value"), "second", distribution="second-dist", version="3.1")
@@ -371,8 +371,8 @@ def test_disabled_plugin_is_listed_but_never_imported(site: Path) -> None:
     assert not [p for p in host.problems if p.plugin == "broken"]
 
 
-def test_enable_list_selects_plugins_and_require_implies_enable() -> None:
-    selection = PluginSelection(enable=["a"], disable=["c"], require={"b": ">=1"})
+def test_only_narrows_the_plugins_and_require_implies_them() -> None:
+    selection = PluginSelection(only=["a"], disable=["c"], require={"b": ">=1"})
     assert [selection.selects(name) for name in "abcd"] == [True, True, False, False]
     assert all(PluginSelection().selects(name) for name in "abcd")
     with pytest.raises(ValueError, match="plugin 'b': 'one' is not a version specifier"):

@@ -41,11 +41,11 @@ def test_plugins_list_shows_the_third_party_distribution(run, site: Path, dists,
 
 def test_third_party_slot_in_layout_and_inspect(run, site: Path, dists, thirdparty) -> None:
     dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", thirdparty)
-    enable = ("--set", 'plugins.enable=["thirdparty"]')
-    layout = json.loads(run("layout", "show", "--json", *enable).stdout)
+    only = ("--set", 'plugins.only=["thirdparty"]')
+    layout = json.loads(run("layout", "show", "--json", *only).stdout)
     (slot,) = [s for s in layout["slots"] if s["owner"] == "thirdparty"]
     assert (slot["name"], slot["width"], slot["init"]) == ("thirdparty.gain", 3, 0.5)
-    inspect = run("plugins", "inspect", "thirdparty", *enable)
+    inspect = run("plugins", "inspect", "thirdparty", *only)
     assert inspect.exit_code == 0
     assert "thirdparty  foxhunt-thirdparty 1.2.3  (loaded)" in inspect.stdout
     assert "thirdparty.gain [fold-reset] restarts every fold" in inspect.stdout
@@ -66,7 +66,7 @@ def test_broken_plugin_is_listed_as_failed_but_stops_the_layout(run, site: Path,
     assert (entry["status"], entry["error"]) == ("failed", "unknown hook(s): foxhunt_delcare")
     assert "warning: [typo from foxhunt-typo 0.0.1] unknown hook 'foxhunt_delcare'" in listed.stderr
 
-    shown = run("layout", "show", "--json", "--set", 'plugins.enable=["typo"]')
+    shown = run("layout", "show", "--json", "--set", 'plugins.only=["typo"]')
     assert shown.exit_code == 2
     assert shown.stdout == ""
     assert shown.stderr == (
@@ -141,7 +141,7 @@ def test_console_script_shows_the_third_party_slot(tmp_path: Path, dists, thirdp
     assert executable is not None, "the foxhunt console script is not installed (pip install -e .)"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     completed = subprocess.run(
-        [executable, "layout", "show", "--json", "--set", 'plugins.enable=["thirdparty"]'],
+        [executable, "layout", "show", "--json", "--set", 'plugins.only=["thirdparty"]'],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )
     assert completed.returncode == 0, completed.stderr
