@@ -135,15 +135,17 @@ def _refuse_other_plugins(path: Path, metadata: dict[str, Any], record: PolicyRe
     extra = sorted(set(current) - set(record.plugins))
     missing = sorted(set(record.plugins) - set(current))
     advice = []
-    if extra:
-        names = ", ".join(f'"{name}"' for name in extra)
-        advice.append(f"add --set 'plugins.disable=[{names}]' to leave out what it was not trained with")
+    unloaded = {name for name in missing if name in host.plugins and host.plugins[name].status == "disabled"}
+    disable = [name for name in dict.fromkeys([*host.selection.disable, *extra]) if name not in unloaded]
+    if list(host.selection.disable) != disable:  # the list replaces the saved one: it is given whole
+        names = ", ".join(f'"{name}"' for name in disable)
+        advice.append(f"pass --set 'plugins.disable=[{names}]' to load only the plugins it was trained with")
     for name in missing:
         saved = record.plugins[name]
-        where = host.plugins.get(name)
-        how = "take it out of plugins.disable (or add it to plugins.only)" if where is not None and where.status == "disabled" \
-            else f"install {saved.get('distribution', name)} {saved['version']}"
-        advice.append(f"{how} to load plugin {name!r}")
+        if name not in unloaded:
+            advice.append(f"install {saved.get('distribution', name)} {saved['version']} to load plugin {name!r}")
+        elif name not in host.selection.disable:
+            advice.append(f"add {name!r} to plugins.only")
     for name in sorted(set(record.plugins) & set(current)):
         if record.plugins[name]["version"] != current[name]["version"]:
             advice.append(f"install {record.plugins[name].get('distribution', name)} {record.plugins[name]['version']} "

@@ -306,7 +306,7 @@ def test_backtest_refuses_a_different_layout_with_the_slot_diff(run_dir: Path, t
         (lambda plugins: plugins["tau"].update(version="0.0.1"), f"~ tau 0.0.1 -> {__version__}",
          "install foxhunt 0.0.1 for plugin 'tau'"),
         (lambda plugins: plugins.pop("kelly"), f"+ kelly {__version__} (not in the checkpoint)",
-         """add --set 'plugins.disable=["kelly"]' to leave out what it was not trained with"""),
+         """pass --set 'plugins.disable=["kelly"]' to load only the plugins it was trained with"""),
         (lambda plugins: plugins.update(extra={"distribution": "foxhunt-extra", "version": "1.0"}), "- extra 1.0 (missing now)",
          "install foxhunt-extra 1.0 to load plugin 'extra'"),
     ],
@@ -332,10 +332,14 @@ def test_backtest_names_a_plugin_installed_since_and_set_disables_it(run_dir: Pa
         "  + thirdparty 1.2.3 (not in the checkpoint)\n"
         "ISV slots that differ (checkpoint -> current):\n"
         "  +thirdparty.gain width=3 owner=thirdparty\n"  # one line, however many offsets the slot shifts
-        """To backtest it, add --set 'plugins.disable=["thirdparty"]' to leave out what it was not trained with """
+        """To backtest it, pass --set 'plugins.disable=["thirdparty"]' to load only the plugins it was trained with """
         "(its metadata.json lists the plugins it was trained with).\n"
     )
     assert kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["thirdparty"]').exit_code == 0
+    # a plugin the user's own --set leaves out is named with the one disable list that loads the trained set
+    both = kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["kelly"]')
+    assert f"- kelly {__version__} (missing now)" in both.stderr
+    assert """pass --set 'plugins.disable=["thirdparty"]' to load only the plugins it was trained with""" in both.stderr
     other = kit.invoke("backtest", checkpoint, "--set", "learner.lr=0.1")
     assert other.exit_code == 2
     assert "foxhunt backtest takes only [plugins] from --config and --set" in other.stderr
