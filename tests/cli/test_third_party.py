@@ -135,6 +135,18 @@ def test_plugins_that_fail_when_they_declare_are_listed_as_failed_with_the_reaso
     assert re.search(r"│ failed +│ .* │ state entry", row)  # the status, then the error column
 
 
+def test_audit_check_reports_plugins_that_cannot_freeze_once_and_stops(run, site: Path, dists) -> None:
+    dists.write_distribution(site, "foxhunt-clash", "0.3.0", {"left": ("left_plugin", SAME_SLOT),
+                                                             "right": ("right_plugin", SAME_SLOT)})
+    result = run("audit", "check")
+    assert result.exit_code == 1
+    assert result.stdout == "audit: stopped before any row was checked: fix the plugins above and run again\n"
+    assert result.stderr.count("the plugins cannot be frozen") == 1
+    assert "has no audit row" not in result.stderr  # no false problems from a partial component list
+    assert "[left from foxhunt-clash 0.3.0] ISV slot 'shared.value' is" in result.stderr
+    assert "[right from foxhunt-clash 0.3.0] ISV slot 'shared.value' is" in result.stderr
+
+
 def test_console_script_shows_the_third_party_slot(tmp_path: Path, dists, thirdparty) -> None:
     site = dists.write_distribution(tmp_path / "site", "foxhunt-thirdparty", "1.2.3", thirdparty)
     executable = shutil.which("foxhunt")
