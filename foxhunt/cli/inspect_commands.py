@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from foxhunt.checkpoint import checkpoint_layout, read_metadata
-from foxhunt.cli.common import config_options, echo_json, frozen_host, resolve_config
+from foxhunt.cli.common import config_options, declared_host, echo_json, frozen_host, resolve_config
 from foxhunt.config import FoxhuntConfig, config_data, dump_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import PluginError
@@ -51,7 +51,7 @@ def plugins_list(as_json: bool, config_path: Path | None, overrides: tuple[str, 
     plugins are reported here as warnings; a training run would refuse to start.
     """
     config = resolve_config(config_path, overrides)
-    host = _declared_host(config)
+    host = declared_host(config)
     for problem in host.problems:
         _warn(str(problem))
     infos = list(host.plugins.values())
@@ -66,15 +66,6 @@ def plugins_list(as_json: bool, config_path: Path | None, overrides: tuple[str, 
     console.print(table)
 
 
-def _declared_host(config: FoxhuntConfig) -> PluginHost:
-    """A host that has discovered, declared and tried to freeze: a plugin a run would refuse shows ``failed``."""
-    host = PluginHost(config.plugins).discover().declare()
-    try:
-        host.freeze()
-    except PluginError:
-        pass  # the problems are on host.problems, and each plugin they name is marked failed
-    return host
-
 
 @plugins_group.command("inspect")
 @click.argument("name")
@@ -85,7 +76,7 @@ def plugins_inspect(name: str, config_path: Path | None, overrides: tuple[str, .
     NAME is the entry-point name shown by `foxhunt plugins list`.
     """
     config = resolve_config(config_path, overrides)
-    host = _declared_host(config)
+    host = declared_host(config)
     info = host.plugins.get(name)
     if info is None:
         raise click.BadParameter(f"no plugin named {name!r}; see `foxhunt plugins list`", param_hint="NAME")

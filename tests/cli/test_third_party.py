@@ -133,6 +133,8 @@ def test_plugins_that_fail_when_they_declare_are_listed_as_failed_with_the_reaso
     table = run("plugins", "list", "--set", 'plugins.tuned.strength="high"')
     (row,) = [line for line in table.stdout.splitlines() if line.startswith("│ category ")]
     assert re.search(r"│ failed +│ .* │ state entry", row)  # the status, then the error column
+    version = run("--version", "-v").stdout.splitlines()
+    assert [line.split()[3] for line in version if line.split()[0] in ("category", "left")] == ["failed", "failed"]
 
 
 def test_audit_check_reports_plugins_that_cannot_freeze_once_and_stops(run, site: Path, dists) -> None:
