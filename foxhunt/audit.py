@@ -23,8 +23,8 @@ Rows come from two places:
   third-party plugin installed from a wheel carries its audit with it.
 
 Components that a plugin returns only when enabled explicitly (an opt-in loss
-such as the Huber example) are found too: the hooks are asked twice, with the
-default config and with one whose ``[plugins] enable`` names every plugin.
+such as the Huber example) are found too: the hooks are asked twice, with each
+plugin's resolved settings and with every ``enabled`` setting switched on.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import attrs
 from foxhunt.config import FoxhuntConfig
 from foxhunt.dims import DimTable
 from foxhunt.errors import PluginError
-from foxhunt.plugins import ENTRY_POINT_GROUP, PluginHost, PluginSelection
+from foxhunt.plugins import ENTRY_POINT_GROUP, PluginHost
 
 __all__ = [
     "AUDIT_ATTRIBUTE",
@@ -157,13 +157,6 @@ def default_audit_dirs() -> list[Path]:
     return found
 
 
-def _everything_enabled(config: Any, names: Sequence[str]) -> Any:
-    """``config`` with ``[plugins] enable`` naming every plugin: opt-in components show themselves."""
-    selection = config.plugins
-    enable = tuple(dict.fromkeys([*selection.enable, *names]))
-    return attrs.evolve(config, plugins=PluginSelection(enable=enable, disable=selection.disable, require=selection.require))
-
-
 def _switched_on(host: PluginHost) -> dict[str, Any]:
     """Each plugin's settings with its ``enabled`` switch on, where it has one: opt-in components show themselves."""
     return {
@@ -181,6 +174,7 @@ class AuditReport:
     rows: list[AuditRow] = attrs.Factory(list)
     missing: list[Component] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
+    frozen: bool = True  # False: the plugins could not be frozen, and that one problem is the whole report
 
     @property
     def ok(self) -> bool:
@@ -208,12 +202,12 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         host.freeze()
     except PluginError as error:
         # Without a frozen host no component hook can be asked: the plugin problems are the report.
-        return components, [f"plugins cannot be frozen, so their components cannot be listed:\n{error}"], host
+        return components, [f"the plugins cannot be frozen, so their components cannot be listed and no audit row "
+                            f"was checked; {error}"], host
     owners: dict[str, tuple[str, str]] = {}
-    names = [name for name, info in host.plugins.items() if info.status == "loaded"]
-    for run_config, settings in ((config, None), (_everything_enabled(config, names), _switched_on(host))):
+    for settings in (None, _switched_on(host)):
         try:
-            owners.update(host.component_owners(run_config, settings))
+            owners.update(host.component_owners(config, settings))
         except PluginError as error:
             problems.append(f"a component hook failed, so its components cannot be listed:\n{error}")
     for name, (kind, plugin) in sorted(owners.items()):
@@ -247,6 +241,10 @@ def check(
     """
     directories = list(audit_dirs) if audit_dirs is not None else default_audit_dirs()
     components, problems, host = installed_components(config, host)
+    if host.registries is None:
+        # No component can be listed, so every row and entry point would be judged against a partial list:
+        # the freeze failure (each problem naming plugin, distribution and version) is the whole report.
+        return AuditReport(problems=problems, frozen=False)
     if plugins:
         unknown = sorted(set(plugins) - {c.plugin for c in components})
         problems += [f"no installed plugin named {name!r} (see `foxhunt plugins list`)" for name in unknown]

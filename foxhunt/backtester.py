@@ -1,7 +1,11 @@
 """``foxhunt backtest``: evaluate a saved policy checkpoint on any data.
 
-The checkpoint's layout is verified before anything else (a differing ISV
-fingerprint or plugin set is refused with the diff). Features are recomputed
+The checkpoint's layout is verified before anything else: a differing plugin
+set or ISV layout is refused naming the plugins missing, added or of another
+version, the slots that differ, and the ``--set plugins...`` that would load the
+plugins it was trained with. The run's own config is the checkpoint's; only its
+``[plugins]`` section may be changed (:func:`plugin_overrides`), so that a user
+can select those plugins. Features are recomputed
 with the checkpoint's feature set and normalised with its training window's
 statistics, so the policy sees exactly what it saw in training.
 
@@ -24,22 +28,23 @@ import attrs
 import numpy as np
 import torch
 
-from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, read_metadata, verify_layout
+from foxhunt.checkpoint import TENSORS_FILE, checkpoint_layout, load_checkpoint, read_metadata, verify_layout
 from foxhunt.checkpoint_fields import PolicyRecord, expect_tensors, naming_the_file, read_policy_record
 from foxhunt.config import FoxhuntConfig
-from foxhunt.config_loading import structure
+from foxhunt.config_loading import apply_overrides, deep_copy, load_toml, structure
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.tables import PortfolioObs
-from foxhunt.errors import CheckpointError, ConfigError, FoxhuntError
+from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
 from foxhunt.features import FeatureSet, Normalizer, compute_features
-from foxhunt.isv import ISV
+from foxhunt.isv import ISV, layout_diff
 from foxhunt.learner import Learner
 from foxhunt.plugin_config import migrate_saved
 from foxhunt.plugins import PluginHost
 from foxhunt.trainer import evaluation
 
-__all__ = ["BacktestOutcome", "LoadedPolicy", "backtest_checkpoint", "load_policy", "plugin_set_diff", "CHECKPOINT_WINDOWS", "ALL_BARS"]
+__all__ = ["BacktestOutcome", "LoadedPolicy", "backtest_checkpoint", "load_policy", "plugin_set_diff", "plugin_overrides",
+           "CHECKPOINT_WINDOWS", "ALL_BARS"]
 
 CHECKPOINT_WINDOWS = ("test", "validation")  # windows of the checkpoint's own data, by name
 ALL_BARS = "all"  # the window name reported when other data is evaluated from the warm-up on
@@ -74,12 +79,83 @@ def plugin_set_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]
     return lines
 
 
-def _load_config(record: PolicyRecord, source: str) -> FoxhuntConfig:
+def plugin_overrides(config_path: Path | None = None, overrides: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``[plugins]`` table of ``--config FILE`` and ``--set plugins....``, checked like any config's.
+
+    A backtest runs the checkpoint's own config, so the policy sees what it was trained on; only the plugin
+    selection and the plugins' tables may be changed (to load the plugins it was trained with). Any other key
+    is a :class:`ConfigError` naming it.
+    """
+    data = load_toml(Path(config_path)) if config_path is not None else {}
+    data = apply_overrides(data, overrides) if overrides else data
+    others = sorted(key for key in data if key != "plugins")
+    if others:
+        raise ConfigError(
+            f"foxhunt backtest takes only [plugins] from --config and --set (the rest of its config is the "
+            f"checkpoint's own, so the policy sees what it was trained on); remove {', '.join(others)}"
+        )
+    source = " + ".join(filter(None, [str(config_path) if config_path else "", " ".join(f"--set {o}" for o in overrides)]))
+    structure(data, FoxhuntConfig, source=source or "config")  # a bad [plugins] names its key, like any config
+    return dict(data.get("plugins", {}))
+
+
+def _with_plugins(saved: Any, plugins: dict[str, Any]) -> Any:
+    """The saved config with the user's ``[plugins]`` keys over its own (a plugin's table merged key by key)."""
+    if not plugins or not isinstance(saved, dict) or not isinstance(saved.get("plugins", {}), dict):
+        return saved
+    result = deep_copy(saved)
+    table = result.setdefault("plugins", {})
+    for key, value in plugins.items():
+        table[key] = {**table[key], **value} if isinstance(value, dict) and isinstance(table.get(key), dict) else value
+    return result
+
+
+def _load_config(record: PolicyRecord, source: str, plugins: dict[str, Any]) -> FoxhuntConfig:
     try:
         # a checkpoint saved before plugins owned their settings keeps them where the core had them
-        return structure(migrate_saved(record.config), FoxhuntConfig, source=f"{source} (saved config)")
+        return structure(_with_plugins(migrate_saved(record.config), plugins), FoxhuntConfig, source=f"{source} (saved config)")
     except ConfigError as error:  # the saved config is part of the checkpoint: a bad one is a bad checkpoint
         raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
+
+
+def _refuse_other_plugins(path: Path, metadata: dict[str, Any], record: PolicyRecord, host: PluginHost,
+                          registries: Any) -> None:
+    """Refuse a checkpoint trained with other plugins or another layout, naming what differs and what to set."""
+    current = host.versions()
+    changed = plugin_set_diff(record.plugins, current)
+    try:
+        verify_layout(metadata, registries.layout, str(path))
+    except FingerprintMismatch:
+        if not changed:
+            raise  # the same plugins, another layout: the checkpoint was altered, and the error says so
+    if not changed:
+        return
+    saved_layout, _ = checkpoint_layout(metadata, str(path))
+    slots = layout_diff(saved_layout, registries.layout)
+    extra = sorted(set(current) - set(record.plugins))
+    missing = sorted(set(record.plugins) - set(current))
+    advice = []
+    unloaded = {name for name in missing if name in host.plugins and host.plugins[name].status == "disabled"}
+    disable = [name for name in dict.fromkeys([*host.selection.disable, *extra]) if name not in unloaded]
+    if list(host.selection.disable) != disable:  # the list replaces the saved one: it is given whole
+        names = ", ".join(f'"{name}"' for name in disable)
+        advice.append(f"pass --set 'plugins.disable=[{names}]' to load only the plugins it was trained with")
+    for name in missing:
+        saved = record.plugins[name]
+        if name not in unloaded:
+            advice.append(f"install {saved.get('distribution', name)} {saved['version']} to load plugin {name!r}")
+        elif name not in host.selection.disable:
+            advice.append(f"add {name!r} to plugins.only")
+    for name in sorted(set(record.plugins) & set(current)):
+        if record.plugins[name]["version"] != current[name]["version"]:
+            advice.append(f"install {record.plugins[name].get('distribution', name)} {record.plugins[name]['version']} "
+                          f"for plugin {name!r}")
+    raise CheckpointError(
+        f"{path}: this checkpoint was trained with another plugin set:\n  " + "\n  ".join(changed)
+        + ("" if slots == "(slots identical)" else "\nISV slots that differ (checkpoint -> current):\n  "
+           + slots.replace("\n", "\n  "))
+        + "\nTo backtest it, " + "; ".join(advice) + " (its metadata.json lists the plugins it was trained with)."
+    )
 
 
 def _saved_window(record: PolicyRecord, window: str, source: str, bars: int) -> tuple[int, int]:
@@ -113,24 +189,20 @@ class LoadedPolicy:
     host: PluginHost
 
 
-def load_policy(path: Path, device: str = "cpu") -> LoadedPolicy:
-    """Verify fold checkpoint ``path`` (kind, layout, plugin set, integrity, tensor shapes) and load its policy."""
+def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None = None) -> LoadedPolicy:
+    """Verify fold checkpoint ``path`` (kind, layout, plugin set, integrity, tensor shapes) and load its policy.
+
+    ``plugins`` (from :func:`plugin_overrides`) changes the saved config's ``[plugins]`` section.
+    """
     path = Path(path)
     metadata = read_metadata(path)
     if metadata.get("kind") != "policy":
         raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest and export take a fold checkpoint (checkpoints/fold_K)")
     record = read_policy_record(metadata, path)  # every key a policy needs, typed, before anything is built
-    config = _load_config(record, str(path))
+    config = _load_config(record, str(path), plugins or {})
     host = PluginHost(config.plugins).discover().declare()
     registries = host.freeze()
-    verify_layout(metadata, registries.layout, str(path))  # first: no data is touched for a foreign layout
-    changed = plugin_set_diff(record.plugins, host.versions())
-    if changed:
-        raise CheckpointError(
-            f"{path}: the plugin set differs from the one that trained this checkpoint:\n  "
-            + "\n  ".join(changed)
-            + "\nInstall the same plugin versions (see plugins in its metadata.json) to evaluate it."
-        )
+    _refuse_other_plugins(path, metadata, record, host, registries)  # first: no data is touched for a foreign layout
     tensors, _ = load_checkpoint(path, registries.layout)
     saved_set = record.feature_set
     try:
@@ -160,12 +232,14 @@ def load_policy(path: Path, device: str = "cpu") -> LoadedPolicy:
     return LoadedPolicy(learner, normalizer, feature_set, record, config, host)
 
 
-def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test") -> BacktestOutcome:
-    """Backtest the policy in checkpoint ``path`` on its own ``window`` (test, or validation), or on ``data_source``."""
+def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test",
+                        plugins: dict[str, Any] | None = None) -> BacktestOutcome:
+    """Backtest the policy in checkpoint ``path`` on its own ``window`` (test, or validation), or on ``data_source``;
+    ``plugins`` changes the saved config's ``[plugins]`` (:func:`plugin_overrides`)."""
     if window not in CHECKPOINT_WINDOWS:
         raise CheckpointError(f"window must be one of {', '.join(CHECKPOINT_WINDOWS)}, got {window!r}")
     path = Path(path)
-    policy = load_policy(path, device)
+    policy = load_policy(path, device, plugins)
     record, config, host, learner = policy.record, policy.config, policy.host, policy.learner
     if data_source is not None:
         config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))

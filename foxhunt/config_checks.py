@@ -203,11 +203,22 @@ def value_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
                                            "lower n_step"))
     # as TrainConfig.plan lays an epoch out, in integers (a config may hold integers too large for a float)
     vector_steps = max(1, -(-train.env_steps_per_epoch // env.n_envs))
-    if -(-train.warmup_env_steps // env.n_envs) >= train.epochs * vector_steps:
-        problems.append(("train.warmup_env_steps", f"{train.warmup_env_steps} covers every env step of a fold "
+    fold_vector_steps = train.epochs * vector_steps
+    if train.updates_per_epoch == 0:
+        problems.append(("train.updates_per_epoch", "0: the run would collect transitions but never make an update, "
+                                                    "so it would never train; set at least 1"))
+    elif (warmup_vector_steps := -(-train.warmup_env_steps // env.n_envs)) >= fold_vector_steps:
+        most = (fold_vector_steps - 1) * env.n_envs
+        rounded = warmup_vector_steps * env.n_envs
+        shown = train.warmup_env_steps if rounded == train.warmup_env_steps else \
+            f"{train.warmup_env_steps} (rounded up to whole vector steps: {rounded})"
+        problems.append(("train.warmup_env_steps", f"{shown} is not below the "
+                                                   f"{fold_vector_steps * env.n_envs} env steps a fold collects "
                                                    f"(train.epochs × train.env_steps_per_epoch = {train.epochs} × "
-                                                   f"{train.env_steps_per_epoch}): no update would ever run; "
-                                                   "lower it or train longer"))
+                                                   f"{train.env_steps_per_epoch}, in vector steps of env.n_envs = "
+                                                   f"{env.n_envs}): the warm-up never ends, so no update would ever "
+                                                   f"run and the run would never train; lower it to at most {most}, "
+                                                   "or raise train.epochs or train.env_steps_per_epoch"))
     return problems
 
 

@@ -10,7 +10,6 @@ layout is refused by comparing fingerprints, with a slot-level diff.
 
 from __future__ import annotations
 
-import difflib
 import struct
 from collections.abc import Iterable, Mapping
 
@@ -174,14 +173,21 @@ def canonical_encoding(ordered_slots: Iterable[Slot]) -> bytes:
 
 
 def layout_diff(old: IsvLayout, new: IsvLayout) -> str:
-    """Readable slot-by-slot diff (``-`` only in ``old``, ``+`` only in ``new``)."""
+    """The slots that differ, by name (``-`` only in ``old`` or its width there, ``+`` only in ``new`` or its width).
 
-    def lines(layout: IsvLayout) -> list[str]:
-        return [f"{s.name} width={s.width} offset={layout.offsets[s.name]} owner={s.owner}" for s in layout.slots]
-
-    diff = difflib.unified_diff(lines(old), lines(new), "checkpoint", "current", lineterm="", n=0)
-    body = [line for line in diff if not line.startswith(("---", "+++", "@@"))]
-    return "\n".join(body) if body else "(slots identical)"
+    Offsets are left out: they follow from the sorted names and widths, so one added slot would otherwise
+    show every slot after it as changed.
+    """
+    before = {s.name: s for s in old.slots if s.name != FINGERPRINT_SLOT}
+    after = {s.name: s for s in new.slots if s.name != FINGERPRINT_SLOT}
+    lines = []
+    for name in sorted(set(before) | set(after)):
+        was, now = before.get(name), after.get(name)
+        if was is not None and now is not None and was.width == now.width:
+            continue
+        lines += [f"{sign}{slot.name} width={slot.width} owner={slot.owner}" for sign, slot in (("-", was), ("+", now))
+                  if slot is not None]
+    return "\n".join(lines) if lines else "(slots identical)"
 
 
 class ISV:

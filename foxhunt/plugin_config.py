@@ -1,7 +1,12 @@
 """``[plugins]``: which plugins a run uses, and each plugin's own settings section.
 
-The section holds three selection keys (``enable``, ``disable``, ``require``)
-and one table per configured plugin, ``[plugins.<name>]``. The core does not
+The section holds three selection keys (``only``, ``disable``, ``require``)
+and one table per configured plugin, ``[plugins.<name>]``. Every installed
+plugin is loaded unless ``disable`` names it; ``only`` narrows the run to
+exactly the plugins it names. There is no key that switches a plugin *on*: a
+plugin whose components join a run only when asked (an opt-in loss, say)
+declares an ``enabled`` setting, so it is switched on by
+``[plugins.<name>] enabled = true`` (docs/plugins.md, "Selecting plugins"). The core does not
 know what a plugin's table may hold: the plugin declares an attrs class with
 ``registrar.settings(cls)`` and the :class:`~foxhunt.plugins.PluginHost`
 structures the table with it while the plugin declares (docs/plugins.md,
@@ -10,7 +15,10 @@ run's ``config.toml`` and its checkpoints record exactly what was set.
 
 :data:`MOVED_KEYS` lists the keys that the core config owned before the
 plugins did; a config that still sets one is refused with the key to use,
-except in a checkpoint foxhunt saved itself (:func:`migrate_saved`).
+except in a checkpoint foxhunt saved itself (:func:`migrate_saved`). The
+selection key ``enable`` is one of them: it meant "only these plugins", which a
+reader took for "these too"; it is now ``only`` (an empty ``enable = []``, what
+every run wrote before, is still read as the nothing-narrowed default).
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from foxhunt.config_loading import MovedKey, converter, deep_copy
 
-__all__ = ["SELECTION_KEYS", "PluginSelection", "MOVED_KEYS", "moved_keys", "migrate_saved"]
+__all__ = ["SELECTION_KEYS", "RETIRED_SELECTION_KEY", "PluginSelection", "MOVED_KEYS", "moved_keys", "migrate_saved"]
 
-SELECTION_KEYS = ("enable", "disable", "require")
+SELECTION_KEYS = ("only", "disable", "require")
+RETIRED_SELECTION_KEY = "enable"  # read only empty (every run wrote `enable = []`); otherwise a moved key
 
 
 def _name_list(value: Iterable[str]) -> tuple[str, ...]:
@@ -57,14 +66,15 @@ def _plain(section: Any) -> dict[str, Any]:
 class PluginSelection:
     """``[plugins]`` config: which plugins a run uses, and the settings sections given to them.
 
-    ``enable`` empty means every discovered plugin; otherwise only those named.
-    ``disable`` removes plugins. ``require`` maps plugin names to version
+    Every discovered plugin is loaded unless ``disable`` names it. ``only``,
+    when not empty, narrows the run to exactly the plugins it names (a required
+    one is loaded too; the core always is). ``require`` maps plugin names to version
     specifiers; a required plugin that is missing or of another version stops the run.
     ``settings`` maps a plugin name to its ``[plugins.<name>]`` table as written
     (structured by the plugin's declared class when the plugin declares).
     """
 
-    enable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
+    only: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
     disable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
     require: dict[str, str] = attrs.field(factory=dict, validator=_valid_specifiers)
     settings: dict[str, dict[str, Any]] = attrs.field(factory=dict, converter=_sections)
@@ -72,7 +82,7 @@ class PluginSelection:
     def selects(self, name: str) -> bool:
         if name in self.disable:
             return False
-        return not self.enable or name in self.enable or name in self.require
+        return not self.only or name in self.only or name in self.require
 
 
 _structure_selection_keys = make_dict_structure_fn(PluginSelection, converter)
@@ -82,17 +92,19 @@ def _structure_selection(data: Any, _: type) -> PluginSelection:
     """``[plugins]`` -> :class:`PluginSelection`: the selection keys, then every table is a plugin's section."""
     if not isinstance(data, Mapping):
         raise TypeError(f"expected a table, got {type(data).__name__} {data!r}")
-    unknown = {key for key, value in data.items() if key not in SELECTION_KEYS and not isinstance(value, Mapping)}
+    unknown = {key for key, value in data.items() if key not in SELECTION_KEYS and not isinstance(value, Mapping)
+               and not (key == RETIRED_SELECTION_KEY and value == [])}
     if unknown:
         raise ForbiddenExtraKeysError("", PluginSelection, unknown)
     keys = {key: data[key] for key in SELECTION_KEYS if key in data}
-    sections = {key: value for key, value in data.items() if key not in SELECTION_KEYS}
+    # an empty `enable` (what every run wrote before `only`) narrows nothing; a non-empty one is a moved key
+    sections = {key: value for key, value in data.items() if key not in (*SELECTION_KEYS, RETIRED_SELECTION_KEY)}
     return _structure_selection_keys({**keys, "settings": sections}, PluginSelection)
 
 
 def _unstructure_selection(selection: PluginSelection) -> dict[str, Any]:
     return {
-        "enable": list(selection.enable),
+        "only": list(selection.only),
         "disable": list(selection.disable),
         "require": dict(selection.require),
         **{name: _plain(section) for name, section in selection.settings.items()},
@@ -112,6 +124,9 @@ MOVED_KEYS: tuple[MovedKey, ...] = (
              "the static plugin owns the cql.alpha ISV slot the cql loss reads; it was also the key that won "
              "when both were set"),
     MovedKey("adaptive", "plugins", "each adaptive plugin owns its settings: [adaptive.NAME] is now [plugins.NAME]"),
+    MovedKey("plugins.enable", "plugins.only",
+             "`enable` always meant 'only these plugins'; every installed plugin is loaded unless disabled, and an "
+             "opt-in plugin's components are switched on by its own setting, plugins.<name>.enabled = true"),
 )
 
 
@@ -132,6 +147,8 @@ def moved_keys(data: Mapping[str, Any], table: Iterable[MovedKey] = MOVED_KEYS) 
     """Every key of ``data`` (plain config data) that ``table`` says has moved, each with its own new path."""
     found = []
     for path in _leaves(data):
+        if path == "plugins." + RETIRED_SELECTION_KEY and not data["plugins"][RETIRED_SELECTION_KEY]:
+            continue  # `enable = []`, what every run wrote before `only`: it narrowed nothing
         for rule in table:
             if path == rule.old or path.startswith(rule.old + "."):
                 found.append(MovedKey(path, rule.new + path[len(rule.old):], rule.why))
@@ -147,8 +164,10 @@ def migrate_saved(data: Any) -> Any:
     refused instead, naming the new one. Where two old keys land on one new key
     (``learner.cql_alpha`` and ``adaptive.static.cql_alpha``) the ``[adaptive]`` one wins,
     as it did at run time. A table for a plugin the saved ``[plugins]`` does not select is
-    dropped (a saved config holds every section, used or not).
+    dropped (a saved config holds every section, used or not). A saved ``[plugins] enable``
+    is read as ``only``, which is what it meant.
     """
+    data = _renamed_selection(data)
     moves = moved_keys(data) if isinstance(data, Mapping) else []
     if not moves:
         return data
@@ -172,6 +191,17 @@ def migrate_saved(data: Any) -> Any:
             table = table.setdefault(key, {}) if isinstance(table, dict) else table
         if isinstance(table, dict):
             table[keys[-1]] = _value(data, move.old.split("."))
+    return result
+
+
+def _renamed_selection(data: Any) -> Any:
+    """``data`` with a saved ``[plugins] enable`` under its present name, ``only`` (the same meaning)."""
+    plugins = data.get("plugins") if isinstance(data, Mapping) else None
+    if not (isinstance(plugins, Mapping) and RETIRED_SELECTION_KEY in plugins):
+        return data
+    result = deep_copy(data)
+    names = result["plugins"].pop(RETIRED_SELECTION_KEY)
+    result["plugins"].setdefault("only", names)
     return result
 
 

@@ -35,6 +35,7 @@ __all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "Plugi
 
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 LEARNER_PLUGIN_NAME = "foxhunt.learner"  # the learner's state entries, declared as part of the core
+CORE_PLUGIN_NAMES = (core_declarations.CORE_PLUGIN_NAME, LEARNER_PLUGIN_NAME)
 HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("foxhunt_"))
 log = structlog.get_logger(__name__)
 
@@ -153,7 +154,7 @@ class PluginHost:
             for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
             if ep.dist is not None and ep.dist.name == "foxhunt"
         ]
-        return cls(PluginSelection(enable=names or (core_declarations.CORE_PLUGIN_NAME,)))
+        return cls(PluginSelection(only=names or (core_declarations.CORE_PLUGIN_NAME,)))
 
     def add_core(self) -> None:
         """Register the core's own declarations (the trainer's and the learner's); ``discover`` does this first."""
@@ -264,16 +265,13 @@ class PluginHost:
                 self._problem(owner_info[slot.owner], f"ISV slot name {slot.name!r} is reserved for the layout fingerprint")
                 continue
             if slot.name in slot_owner:
-                first = slot_owner[slot.name]
-                self._problem(
-                    owner_info[slot.owner],
-                    f"ISV slot {slot.name!r} is already declared by plugin {self._named(first)}; choose another name",
-                )
+                self._clash("ISV slot", slot.name, slot_owner[slot.name], slot.owner, "; choose another name")
                 continue
             slot_owner[slot.name] = slot.owner
         entries = self._state_entries(slot_owner, owner_info)
         self._check_sections()
         if self.problems:
+            self._mark_failed()
             raise PluginError(self.problems)
         unique_slots = {slot.name: slot for slot in self.declarations.slots}
         layout = IsvLayout.compose(unique_slots.values())
@@ -282,13 +280,31 @@ class PluginHost:
         log.debug("plugins frozen", plugins=len(self.plugins), slots=len(layout.slots), fingerprint=layout.fingerprint_hex)
         return self.registries
 
+    def _clash(self, what: str, name: str, first: str, later: str, advice: str) -> None:
+        """Two plugins claim one name: each is told, with the other's distribution and version, whatever order
+        they declared in (the core's own names are fixed, so the core is never the one told to rename)."""
+        self._problem(self.plugins[later], f"{what} {name!r} is already declared by plugin {self._named(first)}{advice}")
+        if first != later and first not in CORE_PLUGIN_NAMES:
+            self._problem(self.plugins[first], f"{what} {name!r} is also declared by plugin {self._named(later)}; "
+                                               "rename it in one of the two, or disable one of them in [plugins]")
+
+    def _mark_failed(self) -> None:
+        """Every loaded plugin with a problem is ``failed``, its problems as its error (``foxhunt plugins list``)."""
+        messages: dict[str, list[str]] = {}
+        for problem in self.problems:
+            info = self.plugins.get(problem.plugin)
+            if info is not None and info.status == "loaded":  # one that failed to load has its error already
+                messages.setdefault(info.name, []).append(problem.message)
+        for name, found in messages.items():
+            self.plugins[name].status = "failed"
+            self.plugins[name].error = "; ".join(found)
+
     def _state_entries(self, slot_owner: dict[str, str], owner_info: dict[str, PluginInfo]) -> list[StateEntry]:
         entries: dict[str, StateEntry] = {}
         for entry in self.declarations.states:
             info = owner_info[entry.owner]
             if entry.name in entries:
-                self._problem(info, f"state entry {entry.name!r} is already declared by plugin "
-                                    f"{self._named(entries[entry.name].owner)}")
+                self._clash("state entry", entry.name, entries[entry.name].owner, entry.owner, "")
                 continue
             if entry.name in slot_owner:
                 if slot_owner[entry.name] != entry.owner:
@@ -331,8 +347,10 @@ class PluginHost:
                     f"(loaded plugins: {', '.join(loaded)}); {hint}correct the name or remove the section",
                 ))
             elif info.status == "disabled":
-                self._problem(info, f"[plugins.{name}] configures a plugin that is not loaded: [plugins] disables it "
-                                    f"(loaded plugins: {', '.join(loaded)}); enable it or remove the section")
+                why, fix = ("[plugins] disable names it", "take it out of disable") if name in self.selection.disable \
+                    else ("[plugins] only does not name it", "add it to only")
+                self._problem(info, f"[plugins.{name}] configures a plugin that is not loaded: {why} "
+                                    f"(loaded plugins: {', '.join(loaded)}); {fix} or remove the section")
             elif info.status == "loaded":
                 self._problem(info, f"[plugins.{name}] sets keys, but plugin {name!r} declares no settings "
                                     "(it never calls registrar.settings); remove the section")
@@ -412,7 +430,24 @@ class PluginHost:
         return [kernel for _, kernel in collected]
 
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:
-        return [item for _, item in self._collect("foxhunt_monitors", AdaptiveMonitor, config)]
+        """Every monitor, each refused unless its own plugin declared its statistics entry ``monitor.<name>``."""
+        collected = self._collect("foxhunt_monitors", AdaptiveMonitor, config)
+        owners = {entry.name: entry.owner for entry in self.registries.state.entries()}
+        problems = []
+        for owner, monitor in collected:
+            if owners.get(monitor.state_name) != owner:
+                info = self.plugins[owner]
+                declared = f"plugin {self._named(owners[monitor.state_name])} declares it" \
+                    if monitor.state_name in owners else "no plugin declares it"
+                problems.append(PluginProblem(
+                    info.name, info.distribution, info.version,
+                    f"monitor {monitor.name!r} keeps statistics in the state entry {monitor.state_name!r}, but "
+                    f"{declared}; add registrar.state({monitor.state_name!r}, 'fold-reset', "
+                    "reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare",
+                ))
+        if problems:
+            raise PluginError(problems)
+        return [monitor for _, monitor in collected]
 
     def component_owners(self, config: Any, settings: dict[str, Any] | None = None) -> dict[str, tuple[str, str]]:
         """``{component name: (kind, plugin)}`` for every component of every loaded plugin (audit check).

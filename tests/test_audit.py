@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
+import attrs
 from click.testing import CliRunner
 
 from foxhunt import LossComponent, hookimpl
@@ -17,14 +18,25 @@ HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|\
 ROW = HEADER + "| `toy.loss` | loss | toy (toy_plugin) | wired | tests/test_audit.py |\n"
 
 
+@attrs.frozen
+class OptIn:
+    enabled: bool = False
+
+
 def toy_plugin(name: str = "toy.loss", *, audit: str | None = None, opt_in: bool = False) -> types.ModuleType:
     @hookimpl
-    def foxhunt_loss_components(config):
-        if opt_in and "toy" not in config.plugins.enable:
+    def foxhunt_declare(registrar):
+        if opt_in:
+            registrar.settings(OptIn)
+
+    @hookimpl
+    def foxhunt_loss_components(config, settings):
+        if opt_in and not settings.enabled:
             return []
         return [LossComponent(name, 1.0, lambda inputs: inputs, "a toy loss")]
 
     module = types.ModuleType("toy_plugin")
+    module.foxhunt_declare = foxhunt_declare
     module.foxhunt_loss_components = foxhunt_loss_components
     if audit is not None:
         setattr(module, AUDIT_ATTRIBUTE, audit)
@@ -99,9 +111,32 @@ def test_a_plugin_ships_its_own_rows_but_cannot_audit_another_plugin(tmp_path):
     assert sorted(c.name for c in report.missing) == ["other.loss", "toy.loss"]
 
 
-def test_opt_in_components_are_found_with_every_plugin_enabled(tmp_path):
+def test_opt_in_components_are_found_with_their_enabled_setting_on(tmp_path):
     report = check([audits(tmp_path, "")], host=make_host((toy_plugin(opt_in=True), "toy")))
     assert [c.name for c in report.missing] == ["toy.loss"]
+
+
+def clashing_plugin() -> types.ModuleType:
+    @hookimpl
+    def foxhunt_declare(registrar):
+        registrar.slot("shared.value")
+        registrar.state("shared.value", "fold-reset")
+
+    module = types.ModuleType("clashing_plugin")
+    module.foxhunt_declare = foxhunt_declare
+    module.__version__ = "2.0"
+    return module
+
+
+def test_plugins_that_cannot_freeze_are_the_whole_report(tmp_path):
+    # Nothing else can be judged without the components: no missing rows, no row checks, one problem.
+    directory = audits(tmp_path, HEADER + "| `toy.loss` | loss | toy (toy_plugin) | (status) | (tests) |\n")
+    report = check([directory], host=make_host((clashing_plugin(), "left"), (clashing_plugin(), "right")))
+    (problem,) = report.problems
+    assert not report.ok and not report.frozen and report.missing == [] and report.components == []
+    assert problem.startswith("the plugins cannot be frozen, so their components cannot be listed and no audit row "
+                              "was checked; 4 plugin problem(s) stop this run:")
+    assert "  - [right from (in-process) 0] ISV slot 'shared.value' is already declared by plugin 'left'" in problem
 
 
 def test_cli_check_exits_0_on_this_repository_and_1_when_rows_are_missing(tmp_path):

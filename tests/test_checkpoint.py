@@ -67,8 +67,8 @@ def test_tampered_slots_are_refused_with_the_slot_diff(checkpoint: Path) -> None
     assert message.startswith(f"{checkpoint}: ISV layout fingerprint {LAYOUT.fingerprint_hex} does not match")
     assert "There is no migration" in message
     assert "Slot diff (checkpoint -> current):\n" in message
-    assert "-gamma.branch width=3 offset=0 owner=gamma" in message
-    assert "+gamma.branch width=4 offset=0 owner=gamma" in message
+    assert "-gamma.branch width=3 owner=gamma" in message
+    assert "+gamma.branch width=4 owner=gamma" in message
 
 
 def test_tampered_fingerprint_is_refused(checkpoint: Path) -> None:
@@ -89,13 +89,7 @@ def test_checkpoint_of_another_plugin_set_is_refused(checkpoint: Path) -> None:
     current = IsvLayout.compose([*LAYOUT.slots[:-1], Slot("kelly.cap", 1, "kelly")])
     with pytest.raises(FingerprintMismatch) as caught:
         load_checkpoint(checkpoint, current)
-    assert caught.value.diff_text.splitlines() == [
-        "-tau.value width=1 offset=4 owner=tau",
-        "-isv.fingerprint width=2 offset=5 owner=foxhunt",
-        "+kelly.cap width=1 offset=4 owner=kelly",
-        "+tau.value width=1 offset=5 owner=tau",
-        "+isv.fingerprint width=2 offset=6 owner=foxhunt",
-    ]
+    assert caught.value.diff_text == "+kelly.cap width=1 owner=kelly"  # not tau.value and the fingerprint it shifts
     verify_layout(read_metadata(checkpoint), LAYOUT, "same layout")  # no error
 
 

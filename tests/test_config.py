@@ -42,7 +42,7 @@ CASES = [  # (section, key, TOML value, reason)
     ("run", "seed", "1.5", "expected an integer, got float 1.5"),
     ("run", "seed", "true", "expected an integer, got bool True"),
     ("run", "device", "1", "expected a string, got int 1"),
-    ("plugins", "enable", '"thirdparty"', "expected a list, got str 'thirdparty'"),
+    ("plugins", "only", '"thirdparty"', "expected a list, got str 'thirdparty'"),
     ("run", "seed", "-1", "'seed' must be >= 0: -1"),
     ("run", "device", '"tpu"', "'device' must be in ('auto', 'cpu', 'cuda') (got 'tpu')"),
     ("plugins", "require", '{x = "two"}', "plugin 'x': 'two' is not a version specifier (e.g. '>=0.2,<1')"),
@@ -73,8 +73,8 @@ def test_unknown_section_and_every_unknown_key_are_listed(toml) -> None:
 
 
 def test_wrong_type_inside_a_list_names_the_index(toml) -> None:
-    path = toml('[plugins]\nenable = ["a", 3]\n')
-    assert config_error(path) == f"invalid configuration:\n  {path}: plugins.enable[1]: expected a string, got int 3"
+    path = toml('[plugins]\nonly = ["a", 3]\n')
+    assert config_error(path) == f"invalid configuration:\n  {path}: plugins.only[1]: expected a string, got int 3"
 
 
 def test_bad_toml_syntax_names_the_file_line_and_column(toml) -> None:
@@ -170,11 +170,11 @@ def test_integral_float_is_an_integer(toml) -> None:
 def test_set_values_are_read_as_toml_else_as_strings() -> None:
     assert parse_override("learner.lr=3e-4") == (["learner", "lr"], 0.0003)
     assert parse_override("run.device = cpu") == (["run", "device"], "cpu")
-    assert parse_override('plugins.enable=["a","b"]') == (["plugins", "enable"], ["a", "b"])
+    assert parse_override('plugins.only=["a","b"]') == (["plugins", "only"], ["a", "b"])
     assert parse_override("x.flag=false") == (["x", "flag"], False)
     data = {"run": {"seed": 1}}
-    assert apply_overrides(data, ["run.device=cpu", "plugins.enable=[]"]) == {
-        "run": {"seed": 1, "device": "cpu"}, "plugins": {"enable": []},
+    assert apply_overrides(data, ["run.device=cpu", "plugins.only=[]"]) == {
+        "run": {"seed": 1, "device": "cpu"}, "plugins": {"only": []},
     }
     assert data == {"run": {"seed": 1}}
 
@@ -187,7 +187,7 @@ configs = st.builds(
                   tensorboard=st.booleans()),
     plugins=st.builds(
         PluginSelection,
-        enable=st.lists(st.sampled_from(["a", "b.c", "thirdparty"]), unique=True),
+        only=st.lists(st.sampled_from(["a", "b.c", "thirdparty"]), unique=True),
         disable=st.lists(st.sampled_from(["x", "y"]), unique=True),
         require=st.dictionaries(st.sampled_from(["a", "z"]), st.sampled_from([">=1", "==0.2.1", ">=0.1,<2"])),
     ),

@@ -55,6 +55,7 @@ REFUSED = [  # (--set override, the key the paragraph must name, a phrase of the
     ("learner.n_step=1100", "learner.n_step", "= 1024"),  # also longer than an episode of 512 bars
     ("learner.replay.capacity=10", "learner.replay.capacity", "less than one step of env.n_envs = 64"),
     ("train.warmup_env_steps=51200", "train.warmup_env_steps", "no update would ever run"),
+    ("train.updates_per_epoch=0", "train.updates_per_epoch", "never make an update, so it would never train"),
     ("run.threads=100000", "run.threads", "CPU core(s) this process may use"),
     ("env.n_envs=1e9", "env.n_envs", "more than the 16.0 GiB of RAM on this machine"),
     ("learner.n_atoms=1e6", "learner.n_atoms", "learner.n_atoms weighs most"),
@@ -99,6 +100,20 @@ def test_every_problem_is_listed_in_the_one_paragraph(tmp_path: Path) -> None:
     assert_refused(result, tmp_path, "learner.v_min", "this configuration cannot run:")
     for key in ("run.threads: ", "train.warmup_env_steps: ", "learner.lr_min: 0.5 is above learner.lr = 0.0003"):
         assert key in result.stderr
+
+
+def test_a_warm_up_that_outlasts_the_fold_names_every_key_that_sets_it() -> None:
+    # 51150 < 4 × 12800 env steps, but in vector steps of 100 environments it takes all 512 of them
+    config = load_config(None, ["train.warmup_env_steps=51150", "env.n_envs=100", "learner.replay.capacity=100000"])
+    [(key, reason)] = checks.value_problems(config)
+    assert key == "train.warmup_env_steps"
+    assert reason == (
+        "51150 (rounded up to whole vector steps: 51200) is not below the 51200 env steps a fold collects "
+        "(train.epochs × train.env_steps_per_epoch = 4 × 12800, in vector steps of env.n_envs = 100): the warm-up "
+        "never ends, so no update would ever run and the run would never train; lower it to at most 51100, or raise "
+        "train.epochs or train.env_steps_per_epoch"
+    )
+    assert checks.value_problems(attrs.evolve(config, train=attrs.evolve(config.train, warmup_env_steps=51100))) == []
 
 
 def test_a_bad_plugin_table_is_refused_before_the_run_directory_exists(tmp_path: Path) -> None:

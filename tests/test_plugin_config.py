@@ -18,7 +18,7 @@ import pytest
 from foxhunt import Kernel, PluginHost, hookimpl
 from foxhunt.config import dump_config, load_config
 from foxhunt.errors import ConfigError, LifecycleError, PluginError
-from foxhunt.plugin_config import migrate_saved
+from foxhunt.plugin_config import PluginSelection, migrate_saved
 
 
 def _finite(instance: object, attribute: attrs.Attribute, value: float) -> None:
@@ -135,9 +135,15 @@ def test_a_section_for_a_disabled_plugin_says_it_is_disabled(tmp_path: Path) -> 
     with pytest.raises(PluginError) as caught:
         host.freeze()
     assert [str(p) for p in caught.value.problems] == [
-        "[damp from foxhunt-damp 0.3.1] [plugins.damp] configures a plugin that is not loaded: [plugins] disables it "
-        "(loaded plugins: foxhunt, foxhunt.learner); enable it or remove the section"
+        "[damp from foxhunt-damp 0.3.1] [plugins.damp] configures a plugin that is not loaded: [plugins] disable "
+        "names it (loaded plugins: foxhunt, foxhunt.learner); take it out of disable or remove the section"
     ]
+    host = PluginHost(load_config(None, ["plugins.only=['foxhunt']", "plugins.damp.strength=2"]).plugins)
+    host.add_core()
+    host.plugins["damp"] = attrs.evolve(host.plugins["foxhunt"], name="damp", distribution="foxhunt-damp",
+                                        version="0.3.1", status="disabled", hooks=[])
+    with pytest.raises(PluginError, match=r"\[plugins\] only does not name it .*; add it to only or remove the section"):
+        host.declare().freeze()
 
 
 def test_a_section_for_a_plugin_that_declares_no_settings_is_refused() -> None:
@@ -226,6 +232,23 @@ def test_every_moved_key_names_its_new_key(old: str, new: str) -> None:
         load_config(None, [old])
 
 
+def test_enable_is_refused_with_only_and_the_opt_in_setting_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ['plugins.enable=["huber"]'])
+    assert str(caught.value) == (
+        "invalid configuration:\n  --set plugins.enable=[\"huber\"]: plugins.enable: this key moved to plugins.only "
+        "(`enable` always meant 'only these plugins'; every installed plugin is loaded unless disabled, and an opt-in "
+        "plugin's components are switched on by its own setting, plugins.<name>.enabled = true); write `only = ...` "
+        "under [plugins], or --set plugins.only=..."
+    )
+    # `enable = []`, what every run's config.toml held before `only`, narrowed nothing and still reads so
+    assert load_config(None, ["plugins.enable=[]"]).plugins == PluginSelection()
+
+
+def test_a_saved_enable_is_read_as_only() -> None:
+    assert migrate_saved({"plugins": {"enable": ["a"], "disable": []}}) == {"plugins": {"only": ["a"], "disable": []}}
+
+
 def test_a_config_foxhunt_saved_before_the_move_is_read_with_each_key_at_its_new_place() -> None:
     saved = {
         "plugins": {"enable": [], "disable": ["health"], "require": {}},
@@ -234,7 +257,7 @@ def test_a_config_foxhunt_saved_before_the_move_is_read_with_each_key_at_its_new
     }
     migrated = migrate_saved(saved)
     assert migrated == {
-        "plugins": {"enable": [], "disable": ["health"], "require": {},
+        "plugins": {"disable": ["health"], "require": {}, "only": [],  # `enable` was always 'only these'
                     "iqn": {"kappa": 2.0}, "ensemble": {"diversity": 0.25},
                     "static": {"cql_alpha": 0.3},  # the [adaptive.static] value, the one that took effect
                     "tau": {"start": 0.02}},  # health is disabled in that run: its table is dropped

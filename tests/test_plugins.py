@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from foxhunt import Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
+from foxhunt import AdaptiveMonitor, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
+from foxhunt.monitors import reset_monitor
 from foxhunt.plugins import ENTRY_POINT_GROUP, Phase
 
 _spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parent / "fixtures" / "fake_dists.py")
@@ -70,7 +71,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def only(*names: str, **selection) -> PluginHost:
     """A host limited to the named plugins (whatever else is installed stays disabled and unimported)."""
-    return PluginHost(PluginSelection(enable=names, **selection))
+    return PluginHost(PluginSelection(only=names, **selection))
 
 
 # -- each problem, its message ---------------------------------------------------
@@ -136,6 +137,22 @@ def test_duplicate_slot_across_two_plugins_names_both() -> None:
     host = host_with(("first", slot_plugin("shared.value")), ("second", slot_plugin("shared.value")))
     problems = problems_of(host)
     assert "[second from second-dist 1.0] ISV slot 'shared.value' is already declared by plugin 'first' (from first-dist 1.0); choose another name" in problems
+    # the plugin that happened to declare first is told too: either may be the one to rename
+    assert ("[first from first-dist 1.0] ISV slot 'shared.value' is also declared by plugin 'second' (from second-dist "
+            "1.0); rename it in one of the two, or disable one of them in [plugins]") in problems
+    assert {name: host.plugins[name].status for name in ("first", "second")} == {"first": "failed", "second": "failed"}
+    assert "also declared by plugin 'second'" in host.plugins["first"].error
+
+
+def test_a_slot_clashing_with_the_cores_blames_the_plugin_only() -> None:
+    host = PluginHost()
+    host.add_core()
+    host.add_plugin(slot_plugin("train.epoch"), "late", distribution="late-dist", version="1.0")
+    problems = problems_of(host)
+    assert any(p.startswith("[late from late-dist 1.0] ISV slot 'train.epoch' is already declared by plugin 'foxhunt'")
+               for p in problems)
+    assert not any(p.startswith("[foxhunt ") for p in problems)  # the core's names are fixed
+    assert host.plugins["foxhunt"].status == "loaded"
 
 
 def test_slot_without_reset_entry() -> None:
@@ -202,6 +219,32 @@ def test_component_hook_returning_the_wrong_record_type() -> None:
         host.monitors(config=None)
 
 
+def test_a_monitor_without_its_statistics_entry_is_refused() -> None:
+    def watcher(*, entry: bool):
+        def declare(registrar) -> None:
+            registrar.slot("watched.value")
+            registrar.state("watched.value", "fold-reset")
+            if entry:
+                registrar.state("monitor.watched.watch", "fold-reset", reset=reset_monitor)
+
+        return plugin("watch_plugin", foxhunt_declare=declare,
+                      foxhunt_monitors=lambda config: [AdaptiveMonitor("watched.watch", ("watched.value",))])
+
+    host = host_with(("watched", watcher(entry=False)))
+    host.declare().freeze()
+    with pytest.raises(PluginError) as caught:
+        host.monitors(config=None)  # before any run starts: the trainer asks right after freeze
+    (problem,) = caught.value.problems
+    assert str(problem) == (
+        "[watched from watched-dist 1.0] monitor 'watched.watch' keeps statistics in the state entry "
+        "'monitor.watched.watch', but no plugin declares it; add registrar.state('monitor.watched.watch', "
+        "'fold-reset', reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare"
+    )
+    host = host_with(("watched", watcher(entry=True)))
+    host.declare().freeze()
+    assert [monitor.name for monitor in host.monitors(config=None)] == ["watched.watch"]
+
+
 def test_kernel_may_write_only_its_own_plugins_slots() -> None:
     kernel = Kernel("grabby.kernel", "step", lambda context: None, "writes a slot it does not own", writes=["theirs.value"])
     host = host_with(
@@ -239,20 +282,20 @@ def test_declaration_after_freeze_from_a_component_hook_is_reported() -> None:
 
 def test_incompatible_version_required_by_config(site: Path) -> None:
     fake_dists.write_distribution(site, "x-dist", "1.4.0", {"x": ("x_plugin", "")})
-    host = PluginHost(PluginSelection(enable=["x"], require={"x": ">=2"})).discover()
+    host = PluginHost(PluginSelection(only=["x"], require={"x": ">=2"})).discover()
     (problem,) = problems_of(host)
     assert problem == "[x from x-dist 1.4.0] config requires x >=2 but version 1.4.0 is installed"
 
 
 def test_compatible_version_requirement_passes(site: Path) -> None:
     fake_dists.write_distribution(site, "x-dist", "2.1.0", {"x": ("x_plugin", "")})
-    host = PluginHost(PluginSelection(require={"x": ">=2,<3"}, enable=["x"])).discover()
+    host = PluginHost(PluginSelection(require={"x": ">=2,<3"}, only=["x"])).discover()
     host.declare().freeze()
     assert host.versions()["x"] == {"distribution": "x-dist", "version": "2.1.0"}
 
 
 def test_required_plugin_missing() -> None:
-    host = PluginHost(PluginSelection(enable=["foxhunt"], require={"ghost": ">=1"})).discover()
+    host = PluginHost(PluginSelection(only=["foxhunt"], require={"ghost": ">=1"})).discover()
     (problem,) = problems_of(host)
     assert problem == "[ghost from (not installed) -] required plugin 'ghost' (>=1) is not installed"
 
@@ -273,7 +316,7 @@ def test_every_problem_of_every_plugin_is_reported_together(site: Path) -> None:
             "old": ("old_plugin", ""),
         },
     )
-    host = PluginHost(PluginSelection(enable=["broken", "typo", "old"], require={"old": ">=1", "ghost": "==2"}))
+    host = PluginHost(PluginSelection(only=["broken", "typo", "old"], require={"old": ">=1", "ghost": "==2"}))
     host.discover()
     host.add_plugin(slot_plugin("shared.value"), "first", distribution="first-dist", version="1.0")
     host.add_plugin(slot_plugin("shared.value"), "second", distribution="second-dist", version="3.1")
@@ -287,7 +330,9 @@ def test_every_problem_of_every_plugin_is_reported_together(site: Path) -> None:
         "[old from mixed-bag 0.9.0] config requires old >=1 but version 0.9.0 is installed",
         "[ghost from (not installed) -] required plugin 'ghost' (==2) is not installed",
         "[second from second-dist 3.1] ISV slot 'shared.value' is already declared by plugin 'first'",
+        "[first from first-dist 1.0] ISV slot 'shared.value' is also declared by plugin 'second' (from second-dist 3.1)",
         "[second from second-dist 3.1] state entry 'shared.value' is already declared by plugin 'first'",
+        "[first from first-dist 1.0] state entry 'shared.value' is also declared by plugin 'second' (from second-dist 3.1)",
         "[bare from bare-dist 0.1] ISV slot 'bare.value' has no state-reset entry",
     ]
     assert len(error.problems) == len(expected)
@@ -326,8 +371,8 @@ def test_disabled_plugin_is_listed_but_never_imported(site: Path) -> None:
     assert not [p for p in host.problems if p.plugin == "broken"]
 
 
-def test_enable_list_selects_plugins_and_require_implies_enable() -> None:
-    selection = PluginSelection(enable=["a"], disable=["c"], require={"b": ">=1"})
+def test_only_narrows_the_plugins_and_require_implies_them() -> None:
+    selection = PluginSelection(only=["a"], disable=["c"], require={"b": ">=1"})
     assert [selection.selects(name) for name in "abcd"] == [True, True, False, False]
     assert all(PluginSelection().selects(name) for name in "abcd")
     with pytest.raises(ValueError, match="plugin 'b': 'one' is not a version specifier"):

@@ -168,12 +168,16 @@ class DeclareFreezeReset(RuleBasedStateMachine):
         for owner, name, _, _ in self.slot_decls:
             if name in slot_owner:
                 problems.append(f"[{owner} from (in-process) 0] ISV slot {name!r} is already declared by plugin {slot_owner[name]!r} (from (in-process) 0)")
+                if slot_owner[name] != owner:  # both sides of a clash are told
+                    problems.append(f"[{slot_owner[name]} from (in-process) 0] ISV slot {name!r} is also declared by plugin {owner!r} (from (in-process) 0)")
             else:
                 slot_owner[name] = owner
         entries: dict[str, str] = {}
         for owner, name, category in self.state_decls:
             if name in entries:
                 problems.append(f"[{owner} from (in-process) 0] state entry {name!r} is already declared by plugin {entries[name]!r} (from (in-process) 0)")
+                if entries[name] != owner:
+                    problems.append(f"[{entries[name]} from (in-process) 0] state entry {name!r} is also declared by plugin {owner!r} (from (in-process) 0)")
             elif name in slot_owner and slot_owner[name] != owner:
                 problems.append(f"[{owner} from (in-process) 0] state entry {name!r} resets a slot owned by {slot_owner[name]!r}")
             else:

@@ -44,6 +44,9 @@ def audit_check(audit_dirs: tuple[Path, ...], plugins: tuple[str, ...], config_p
     report = check(audit_dirs or None, config=resolve_config(config_path, overrides), plugins=plugins)
     for problem in report.problems:
         click.echo(problem, err=True)
+    if not report.frozen:
+        click.echo("audit: stopped before any row was checked: fix the plugins above and run again")
+        sys.exit(1)
     covered = len({c.name for c in report.components}) - len({c.name for c in report.missing})
     click.echo(f"audit: {covered} of {len({c.name for c in report.components})} components have a row; "
                f"{len(report.problems)} problem(s)")

@@ -9,11 +9,12 @@ from typing import Any
 import click
 
 from foxhunt.config import FoxhuntConfig, load_config
+from foxhunt.errors import PluginError
 from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
 from foxhunt.plugins import FrozenRegistries, PluginHost
 
-__all__ = ["toml_string", "config_options", "metrics_port_option", "resolve_config", "frozen_host", "echo_json", "EXIT_USER_ERROR", "EXIT_REGRESSED",
-           "EXIT_STOPPED", "EXIT_OUT_OF_BAND"]
+__all__ = ["toml_string", "config_options", "metrics_port_option", "resolve_config", "frozen_host", "declared_host",
+           "echo_json", "EXIT_USER_ERROR", "EXIT_REGRESSED", "EXIT_STOPPED", "EXIT_OUT_OF_BAND"]
 
 # Exit codes (docs/reliability.md): 0 finished; 1 an unexpected failure (a traceback: a bug to report);
 # EXIT_USER_ERROR for any FoxhuntError (bad input, config, data, checkpoint or folder: one paragraph);
@@ -91,6 +92,19 @@ def frozen_host(config: FoxhuntConfig | None = None) -> tuple[PluginHost, Frozen
     selection = (config or FoxhuntConfig()).plugins
     host = PluginHost(selection).discover().declare()
     return host, host.freeze()
+
+
+def declared_host(config: FoxhuntConfig | None = None) -> PluginHost:
+    """Discovered, declared and, where it can be, frozen, for listing: a plugin a run would refuse shows ``failed``.
+
+    A freeze failure is not raised: its problems stay on ``host.problems`` and each plugin they name is marked.
+    """
+    host = PluginHost((config or FoxhuntConfig()).plugins).discover().declare()
+    try:
+        host.freeze()
+    except PluginError:
+        pass
+    return host
 
 
 def echo_json(data: Any) -> None:

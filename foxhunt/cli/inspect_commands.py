@@ -12,10 +12,11 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from foxhunt.checkpoint import checkpoint_layout, read_metadata
-from foxhunt.cli.common import config_options, echo_json, frozen_host, resolve_config
+from foxhunt.cli.common import config_options, declared_host, echo_json, frozen_host, resolve_config
 from foxhunt.config import FoxhuntConfig, config_data, dump_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import PluginError
@@ -45,22 +46,25 @@ def plugins_list(as_json: bool, config_path: Path | None, overrides: tuple[str, 
     """List every plugin of the `foxhunt.plugins` entry-point group (built-ins included).
 
     Status is `loaded`, `disabled` (by [plugins] in the config) or `failed`
-    (the error says why). Broken plugins are reported here as warnings; a
-    training run would refuse to start.
+    (the error says why: an import or hook that fails, or a declaration a run
+    would refuse, such as a duplicate slot or a bad settings table). Broken
+    plugins are reported here as warnings; a training run would refuse to start.
     """
     config = resolve_config(config_path, overrides)
-    host = PluginHost(config.plugins).discover()
+    host = declared_host(config)
     for problem in host.problems:
         _warn(str(problem))
     infos = list(host.plugins.values())
     if as_json:
         echo_json([info.to_json() for info in infos])
         return
-    table = Table("plugin", "distribution", "version", "status", "hooks", title="foxhunt plugins")
+    table = Table("plugin", "distribution", "version", "status", "hooks", "error", title="foxhunt plugins")
     for info in infos:
         style = {"loaded": "green", "disabled": "dim", "failed": "red"}.get(info.status, "")
-        table.add_row(info.name, info.distribution, info.version, f"[{style}]{info.status}[/]", ", ".join(info.hooks))
+        table.add_row(info.name, info.distribution, info.version, f"[{style}]{info.status}[/]", ", ".join(info.hooks),
+                      escape(info.error))
     console.print(table)
+
 
 
 @plugins_group.command("inspect")
@@ -72,7 +76,7 @@ def plugins_inspect(name: str, config_path: Path | None, overrides: tuple[str, .
     NAME is the entry-point name shown by `foxhunt plugins list`.
     """
     config = resolve_config(config_path, overrides)
-    host = PluginHost(config.plugins).discover()
+    host = declared_host(config)
     info = host.plugins.get(name)
     if info is None:
         raise click.BadParameter(f"no plugin named {name!r}; see `foxhunt plugins list`", param_hint="NAME")
@@ -80,14 +84,12 @@ def plugins_inspect(name: str, config_path: Path | None, overrides: tuple[str, .
     console.print(f"  location: {info.location}")
     console.print(f"  hooks: {', '.join(info.hooks) or '-'}")
     if info.error:
-        console.print(f"  [red]error:[/] {info.error}")
-    host.declare()
-    _print_settings(name, host.settings(name) if info.status == "loaded" else None)
-    try:
-        registries = host.freeze()
-    except PluginError as error:
-        _warn(str(error))
+        console.print(f"  [red]error:[/] {escape(info.error)}")
+    _print_settings(name, host.settings(name) if info.status in ("loaded", "failed") else None)
+    if host.registries is None:
+        _warn(str(PluginError(host.problems)))
         return
+    registries = host.registries
     slots = [s for s in registries.layout.slots if s.owner == name]
     entries = [e for e in registries.state.entries() if e.owner == name]
     tables = [t for t, (owner, _) in registries.dims.items() if owner == name]

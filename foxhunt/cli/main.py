@@ -16,7 +16,7 @@ import click
 from foxhunt import __version__
 from foxhunt.cli.audit_commands import audit_group
 from foxhunt.cli.bands_commands import bands_group
-from foxhunt.cli.common import EXIT_USER_ERROR
+from foxhunt.cli.common import EXIT_USER_ERROR, declared_host
 from foxhunt.cli.data_commands import data_group
 from foxhunt.cli.export_commands import export_command
 from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
@@ -25,7 +25,6 @@ from foxhunt.cli.profile_commands import profile_command
 from foxhunt.cli.train_commands import backtest_command, datasets_group, report_command, train_command
 from foxhunt.cli.tune_commands import tune_command
 from foxhunt.errors import FoxhuntError
-from foxhunt.plugins import PluginHost
 
 __all__ = ["cli", "main"]
 
@@ -34,7 +33,7 @@ def _print_version(verbose: bool) -> None:
     click.echo(f"foxhunt {__version__}")
     if not verbose:
         return
-    host = PluginHost().discover()
+    host = declared_host()  # a plugin a run would refuse, at import or at declaration, shows failed
     for info in host.plugins.values():
         click.echo(f"  {info.name:<20} {info.distribution} {info.version:<10} {info.status:<8} {info.location}")
     for problem in host.problems:

@@ -9,7 +9,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint
+from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint, plugin_overrides
 from foxhunt.cli.common import (EXIT_OUT_OF_BAND, EXIT_STOPPED, config_options, metrics_port_option, resolve_config,
                                  toml_string)
 from foxhunt.config_checks import check_config
@@ -175,15 +175,21 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
               help="Write backtest.json and equity/fold_0.csv here: a new or empty folder, or one an earlier "
                    "backtest wrote (never a training run's folder).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-def backtest_command(checkpoint: Path, data_source: str | None, window: str, out_dir: Path | None, device: str) -> None:
+@config_options
+def backtest_command(checkpoint: Path, data_source: str | None, window: str, out_dir: Path | None, device: str,
+                     config_path: Path | None, overrides: tuple[str, ...]) -> None:
     """Evaluate a fold checkpoint (RUN_DIR/checkpoints/fold_K) greedily, against buy-and-hold and flat.
 
-    A checkpoint whose ISV layout or plugin set differs from the installed one
-    is refused with the difference; there is no migration. A checkpoint saved
-    before folds had test windows has none: use --window validation or --data.
+    The run's config is the checkpoint's own; --config and --set may change
+    only its [plugins] section, e.g. --set 'plugins.disable=["extra"]'. A
+    checkpoint whose plugin set or ISV layout differs from the loaded one is
+    refused naming the plugins and slots that differ and what to set; there is
+    no migration. A checkpoint saved before folds had test windows has none:
+    use --window validation or --data.
     """
+    plugins = plugin_overrides(config_path, overrides)
     out = BacktestDirectory(out_dir) if out_dir is not None else None  # a training run's folder is refused up front
-    outcome = backtest_checkpoint(checkpoint, data_source, device, window)
+    outcome = backtest_checkpoint(checkpoint, data_source, device, window, plugins)
     title = f"backtest of {checkpoint} on {outcome.source}, {outcome.window_name} bars {outcome.window}"
     console.print(_results_table(title, outcome.metrics))
     if out is not None:

@@ -40,6 +40,7 @@ from foxhunt.checkpoint_fields import expect_tensors, naming_the_file, read_resu
 from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError, FoxhuntError
+from foxhunt.plugin_config import migrate_saved
 from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ _MAY_CHANGE = ("run.device", "run.tensorboard")
 
 def _refuse_changed_config(saved: dict[str, Any], config: FoxhuntConfig, directory: Path) -> None:
     current = json.loads(json.dumps(unstructure(config)))
+    saved = migrate_saved(saved)  # a run saved before a key was renamed (`[plugins] enable` is `only`)
     differences = [d for d in config_differences(saved, current) if d[0] not in _MAY_CHANGE]
     if differences:
         def shown(value: Any) -> str:

@@ -41,11 +41,11 @@ def test_plugins_list_shows_the_third_party_distribution(run, site: Path, dists,
 
 def test_third_party_slot_in_layout_and_inspect(run, site: Path, dists, thirdparty) -> None:
     dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", thirdparty)
-    enable = ("--set", 'plugins.enable=["thirdparty"]')
-    layout = json.loads(run("layout", "show", "--json", *enable).stdout)
+    only = ("--set", 'plugins.only=["thirdparty"]')
+    layout = json.loads(run("layout", "show", "--json", *only).stdout)
     (slot,) = [s for s in layout["slots"] if s["owner"] == "thirdparty"]
     assert (slot["name"], slot["width"], slot["init"]) == ("thirdparty.gain", 3, 0.5)
-    inspect = run("plugins", "inspect", "thirdparty", *enable)
+    inspect = run("plugins", "inspect", "thirdparty", *only)
     assert inspect.exit_code == 0
     assert "thirdparty  foxhunt-thirdparty 1.2.3  (loaded)" in inspect.stdout
     assert "thirdparty.gain [fold-reset] restarts every fold" in inspect.stdout
@@ -66,7 +66,7 @@ def test_broken_plugin_is_listed_as_failed_but_stops_the_layout(run, site: Path,
     assert (entry["status"], entry["error"]) == ("failed", "unknown hook(s): foxhunt_delcare")
     assert "warning: [typo from foxhunt-typo 0.0.1] unknown hook 'foxhunt_delcare'" in listed.stderr
 
-    shown = run("layout", "show", "--json", "--set", 'plugins.enable=["typo"]')
+    shown = run("layout", "show", "--json", "--set", 'plugins.only=["typo"]')
     assert shown.exit_code == 2
     assert shown.stdout == ""
     assert shown.stderr == (
@@ -77,13 +77,85 @@ def test_broken_plugin_is_listed_as_failed_but_stops_the_layout(run, site: Path,
     )
 
 
+BAD_CATEGORY = """
+from foxhunt import hookimpl
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.slot("category.value")
+    registrar.state("category.value", "per-fold")
+"""
+
+SAME_SLOT = """
+from foxhunt import hookimpl
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.slot("shared.value")
+    registrar.state("shared.value", "fold-reset")
+"""
+
+SETTINGS = """
+import attrs
+from foxhunt import hookimpl
+
+
+@attrs.frozen
+class Settings:
+    strength: float = 0.5
+
+
+@hookimpl
+def foxhunt_declare(registrar):
+    registrar.settings(Settings)
+"""
+
+
+def test_plugins_that_fail_when_they_declare_are_listed_as_failed_with_the_reason(run, site: Path, dists) -> None:
+    dists.write_distribution(site, "foxhunt-declares", "0.2.0", {
+        "category": ("category_plugin", BAD_CATEGORY),
+        "left": ("left_plugin", SAME_SLOT),
+        "right": ("right_plugin", SAME_SLOT),
+        "tuned": ("tuned_plugin", SETTINGS),
+    })
+    listed = run("plugins", "list", "--json", "--set", 'plugins.tuned.strength="high"')
+    assert listed.exit_code == 0
+    entries = _by_name(json.loads(listed.stdout))
+    assert {name: entries[name]["status"] for name in ("category", "left", "right", "tuned", "mse")} == {
+        "category": "failed", "left": "failed", "right": "failed", "tuned": "failed", "mse": "loaded"}
+    assert entries["category"]["error"].startswith("state entry 'category.value': unknown category 'per-fold'")
+    assert "ISV slot 'shared.value' is" in entries["left"]["error"]
+    assert "ISV slot 'shared.value' is" in entries["right"]["error"]
+    assert entries["tuned"]["error"].startswith("plugins.tuned.strength: expected a number, got str 'high'")
+    assert "warning: [tuned from foxhunt-declares 0.2.0] plugins.tuned.strength" in listed.stderr
+    table = run("plugins", "list", "--set", 'plugins.tuned.strength="high"')
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("│ category ")]
+    assert re.search(r"│ failed +│ .* │ state entry", row)  # the status, then the error column
+    version = run("--version", "-v").stdout.splitlines()
+    assert [line.split()[3] for line in version if line.split()[0] in ("category", "left")] == ["failed", "failed"]
+
+
+def test_audit_check_reports_plugins_that_cannot_freeze_once_and_stops(run, site: Path, dists) -> None:
+    dists.write_distribution(site, "foxhunt-clash", "0.3.0", {"left": ("left_plugin", SAME_SLOT),
+                                                             "right": ("right_plugin", SAME_SLOT)})
+    result = run("audit", "check")
+    assert result.exit_code == 1
+    assert result.stdout == "audit: stopped before any row was checked: fix the plugins above and run again\n"
+    assert result.stderr.count("the plugins cannot be frozen") == 1
+    assert "has no audit row" not in result.stderr  # no false problems from a partial component list
+    assert "[left from foxhunt-clash 0.3.0] ISV slot 'shared.value' is" in result.stderr
+    assert "[right from foxhunt-clash 0.3.0] ISV slot 'shared.value' is" in result.stderr
+
+
 def test_console_script_shows_the_third_party_slot(tmp_path: Path, dists, thirdparty) -> None:
     site = dists.write_distribution(tmp_path / "site", "foxhunt-thirdparty", "1.2.3", thirdparty)
     executable = shutil.which("foxhunt")
     assert executable is not None, "the foxhunt console script is not installed (pip install -e .)"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     completed = subprocess.run(
-        [executable, "layout", "show", "--json", "--set", 'plugins.enable=["thirdparty"]'],
+        [executable, "layout", "show", "--json", "--set", 'plugins.only=["thirdparty"]'],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )
     assert completed.returncode == 0, completed.stderr

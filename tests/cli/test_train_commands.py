@@ -301,20 +301,49 @@ def test_backtest_refuses_a_different_layout_with_the_slot_diff(run_dir: Path, t
 
 
 @pytest.mark.parametrize(
-    ("edit", "diff_line"),
+    ("edit", "diff_line", "advice"),
     [
-        (lambda plugins: plugins["tau"].update(version="0.0.1"), f"~ tau 0.0.1 -> {__version__}"),
-        (lambda plugins: plugins.pop("kelly"), f"+ kelly {__version__} (not in the checkpoint)"),
-        (lambda plugins: plugins.update(extra={"distribution": "foxhunt-extra", "version": "1.0"}), "- extra 1.0 (missing now)"),
+        (lambda plugins: plugins["tau"].update(version="0.0.1"), f"~ tau 0.0.1 -> {__version__}",
+         "install foxhunt 0.0.1 for plugin 'tau'"),
+        (lambda plugins: plugins.pop("kelly"), f"+ kelly {__version__} (not in the checkpoint)",
+         """pass --set 'plugins.disable=["kelly"]' to load only the plugins it was trained with"""),
+        (lambda plugins: plugins.update(extra={"distribution": "foxhunt-extra", "version": "1.0"}), "- extra 1.0 (missing now)",
+         "install foxhunt-extra 1.0 to load plugin 'extra'"),
     ],
     ids=["version-changed", "plugin-added-since", "plugin-gone"],
 )
-def test_backtest_refuses_a_changed_plugin_set_with_the_diff(run_dir: Path, tmp_path: Path, edit, diff_line: str) -> None:
+def test_backtest_refuses_a_changed_plugin_set_with_the_diff(run_dir: Path, tmp_path: Path, edit, diff_line: str,
+                                                            advice: str) -> None:
     result = kit.invoke("backtest", str(tampered_checkpoint(run_dir, tmp_path, lambda m: edit(m["plugins"]))))
     assert result.exit_code == 2
-    assert "plugin set differs" in result.stderr
-    assert diff_line in result.stderr
+    assert "this checkpoint was trained with another plugin set:" in result.stderr
+    assert diff_line in result.stderr and advice in result.stderr
+    assert "ISV slots that differ" not in result.stderr  # these edits leave the saved layout as it was
     assert "Traceback" not in result.output
+
+
+def test_backtest_names_a_plugin_installed_since_and_set_disables_it(run_dir: Path, site: Path, dists) -> None:
+    dists.write_distribution(site, "foxhunt-thirdparty", "1.2.3", {"thirdparty": ("thirdparty_plugin", dists.THIRDPARTY_PLUGIN)})
+    checkpoint = str(run_dir / "checkpoints" / "fold_0")
+    refused = kit.invoke("backtest", checkpoint)
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"error: {checkpoint}: this checkpoint was trained with another plugin set:\n"
+        "  + thirdparty 1.2.3 (not in the checkpoint)\n"
+        "ISV slots that differ (checkpoint -> current):\n"
+        "  +thirdparty.gain width=3 owner=thirdparty\n"  # one line, however many offsets the slot shifts
+        """To backtest it, pass --set 'plugins.disable=["thirdparty"]' to load only the plugins it was trained with """
+        "(its metadata.json lists the plugins it was trained with).\n"
+    )
+    assert kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["thirdparty"]').exit_code == 0
+    # a plugin the user's own --set leaves out is named with the one disable list that loads the trained set
+    both = kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["kelly"]')
+    assert f"- kelly {__version__} (missing now)" in both.stderr
+    assert """pass --set 'plugins.disable=["thirdparty"]' to load only the plugins it was trained with""" in both.stderr
+    other = kit.invoke("backtest", checkpoint, "--set", "learner.lr=0.1")
+    assert other.exit_code == 2
+    assert "foxhunt backtest takes only [plugins] from --config and --set" in other.stderr
+    assert other.stderr.rstrip().endswith("remove learner")
 
 
 def test_backtest_refuses_a_resume_checkpoint_or_a_non_checkpoint(run_dir: Path, tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from trainer_testkit import TINY, TINY_DATA, StopAfter, invoke, read_summary, train_args
 
+from foxhunt.checkpoint import seal_metadata
 from foxhunt.config import load_config
-from foxhunt.trainer.resume import RESUME_NAME
+from foxhunt.trainer.resume import RESUME_NAME, resume_config
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
 
@@ -98,6 +99,21 @@ def test_resume_refuses_a_changed_config_naming_the_keys(tmp_path: Path, monkeyp
     assert "run.seed" not in result.stderr and "learner.lr_min" not in result.stderr  # only the keys that differ
     assert (path / "config.toml").read_text(encoding="utf-8") == edited  # nothing rewritten
     assert (path / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_a_run_saved_while_the_selection_key_was_enable_still_resumes(tmp_path: Path) -> None:
+    # Runs wrote `[plugins] enable = []` (config.toml and the checkpoint's config) before the key became `only`.
+    path = tmp_path / "run"
+    assert Trainer(tiny_config(), RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
+    text = (path / "config.toml").read_text(encoding="utf-8")
+    assert "only = []\n" in text
+    (path / "config.toml").write_text(text.replace("only = []\n", "enable = []\n"), encoding="utf-8")
+    metadata_path = path / "checkpoints" / RESUME_NAME / "metadata.json"
+    metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+    metadata["config"]["plugins"]["enable"] = metadata["config"]["plugins"].pop("only")
+    seal_metadata(metadata, metadata["integrity"]["tensors_sha256"])
+    metadata_path.write_text(json.dumps(metadata), encoding="utf-8")
+    assert resume_config(path) == tiny_config()  # no "differs from the one this run was trained with"
 
 
 def write_csv(market, path: Path) -> Path:
