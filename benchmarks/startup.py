@@ -29,10 +29,10 @@ __all__ = ["main", "TRAIN_ARGS"]
 
 # The console script's body, run by this interpreter (no shell shim in the timing).
 _FOXHUNT = "import sys; from foxhunt.cli.main import main; sys.argv[0] = 'foxhunt'; sys.exit(main())"
-# Two vector steps of the CPU profile's 64 environments, two updates (none happen inside
-# the fold's replay warm-up unless train.warmup_env_steps=0 is added).
+# Two vector steps of the CPU profile's 64 environments and two updates, with no replay warm-up: a run whose
+# warm-up outlasts its steps would never train, and `foxhunt train` refuses it (foxhunt/config_checks.py).
 TRAIN_ARGS = ("--set", "train.epochs=1", "--set", "train.env_steps_per_epoch=128", "--set", "train.updates_per_epoch=2",
-              "--set", "folds.n_folds=1", "--no-progress")
+              "--set", "train.warmup_env_steps=0", "--set", "folds.n_folds=1", "--no-progress")
 
 
 def _child_cpu_seconds() -> float:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2, help="warm runs after the cold one")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra config override for every run, e.g. train.warmup_env_steps=0")
+                        help="extra config override for every run, e.g. learner.batch_size=64")
     args = parser.parse_args(argv)
     extra = [item for override in args.overrides for item in ("--set", override)]
     with tempfile.TemporaryDirectory(prefix="foxhunt-startup-") as scratch:
