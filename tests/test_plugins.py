@@ -147,9 +147,9 @@ def test_duplicate_slot_across_two_plugins_names_both() -> None:
 def test_a_slot_clashing_with_the_cores_blames_the_plugin_only() -> None:
     host = PluginHost()
     host.add_core()
-    host.add_plugin(slot_plugin("train.epoch"), "late", distribution="late-dist", version="1.0")
+    host.add_plugin(slot_plugin("train.progress"), "late", distribution="late-dist", version="1.0")
     problems = problems_of(host)
-    assert any(p.startswith("[late from late-dist 1.0] ISV slot 'train.epoch' is already declared by plugin 'foxhunt'")
+    assert any(p.startswith("[late from late-dist 1.0] ISV slot 'train.progress' is already declared by plugin 'foxhunt'")
                for p in problems)
     assert not any(p.startswith("[foxhunt ") for p in problems)  # the core's names are fixed
     assert host.plugins["foxhunt"].status == "loaded"
