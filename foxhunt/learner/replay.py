@@ -116,9 +116,13 @@ class Replay(nn.Module):
 
     @torch.no_grad()
     def update_priorities(self, indices: torch.Tensor, td_error: torch.Tensor) -> None:
-        """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling)."""
+        """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling).
+
+        A slot drawn more than once in a batch takes the largest of its priorities. With the mirror its copies
+        have different TD errors (the original and its mirror), and a plain indexed write would keep whichever
+        the device happened to write last: on CUDA a graph replay and an eager run then part ways."""
         priority = td_error.detach().abs().to(torch.float32) + self.config.priority_eps
-        self.priorities.view(-1).index_put_((indices,), priority)
+        self.priorities.view(-1).scatter_reduce_(0, indices, priority, reduce="amax", include_self=False)
         self.max_priority.copy_(torch.maximum(self.max_priority, priority.max()))
 
     @torch.no_grad()

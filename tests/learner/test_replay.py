@@ -113,6 +113,20 @@ def test_priorities_come_from_raw_td_error_and_new_slots_get_the_max() -> None:
     torch.testing.assert_close(replay.priorities[4], torch.full((3,), 2.001))
 
 
+def test_a_slot_drawn_twice_keeps_the_largest_priority_whatever_the_order() -> None:
+    """The mirror gives a slot's two copies different TD errors; the write must not depend on their order."""
+    replay = make_replay(30, 3, priority_eps=1e-3)
+    add_steps(replay, 4)
+    flat = replay.priorities.view(-1)
+    untouched = flat[5].clone()
+    for order in ([0.5, -3.0, 1.0], [1.0, -3.0, 0.5], [-3.0, 0.5, 1.0]):
+        replay.update_priorities(torch.tensor([7, 7, 7]), torch.tensor(order))
+        assert float(flat[7]) == pytest.approx(3.001)
+        replay.update_priorities(torch.tensor([7]), torch.tensor([0.0]))  # a single draw sets it, even lower
+        assert float(flat[7]) == pytest.approx(0.001)
+    assert torch.equal(flat[5], untouched)
+
+
 def test_alpha_and_beta_anneal_linearly_and_reset() -> None:
     replay = make_replay(30, 3, alpha=0.5, alpha_final=0.7, beta=0.4, beta_final=1.0, anneal_steps=10)
     for _ in range(5):
