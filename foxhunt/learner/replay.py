@@ -14,9 +14,9 @@ power-of-two tree, so any capacity is exact, and it is stratified (one draw per
 never be drawn; if every filled slot has zero mass, sampling is uniform over
 the filled slots. Everything stays on the device: no ``.item()``, no host branch.
 
-With ``mirror`` on, every other transition of a sampled batch (odd positions:
-the strata alternate, so the mirrored half is spread over the whole buffer) is
-replaced by its counterfactual mirror: observations through the per-column
+With ``mirror`` on, a share ``mirror_fraction`` of a sampled batch (at the
+default 0.5 every odd position: the strata alternate, so the mirrored half is
+spread over the whole buffer) is replaced by its counterfactual mirror: observations through the per-column
 affine map set by :meth:`Replay.set_mirror` for the fold, SHORT and LONG
 swapped; rewards and discounts are those of the original (foxhunt/env/mirror.py
 says why). Its priority update goes to the original's slot. A replay whose
@@ -154,7 +154,10 @@ class Replay(nn.Module):
 
     def _mirrored(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Odd positions of the batch replaced by their mirror: observations mapped, SHORT and LONG swapped."""
-        flip = (torch.arange(obs.shape[0], device=obs.device) % 2 == 1)[:, None]
+        # position i is mirrored when i × fraction crosses an integer: evenly spread, the odd positions at 0.5
+        position = torch.arange(obs.shape[0] + 1, device=obs.device, dtype=torch.float64)
+        crossed = torch.floor(position * self.config.mirror_fraction)
+        flip = (crossed[1:] > crossed[:-1])[:, None]
 
         def mirror(x: torch.Tensor) -> torch.Tensor:
             return torch.where(flip, torch.clamp(x * self.mirror_scale + self.mirror_shift, self.mirror_low,

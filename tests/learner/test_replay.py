@@ -179,10 +179,14 @@ def test_capacity_too_small_for_n_step_is_rejected() -> None:
         make_replay(6, 3, n_step=3)
 
 
-def test_mirror_replaces_every_other_sampled_transition_by_its_mirror() -> None:
+@pytest.mark.parametrize(("fraction", "mirrored"), [(0.5, [1, 3, 5, 7, 9, 11, 13, 15]), (0.25, [3, 7, 11, 15]),
+                                                  (0.2, [4, 9, 14])])
+def test_mirror_replaces_its_share_of_sampled_transitions_by_their_mirror(fraction: float, mirrored: list[int]) -> None:
+    """``mirror_fraction`` of a batch of 16, evenly spread: at 0.5 every odd position."""
     from foxhunt.actions import Direction
 
-    plain, mirroring = make_replay(60, 3, seed=4, mirror=False), make_replay(60, 3, seed=4, mirror=True)
+    plain = make_replay(60, 3, seed=4, mirror=False)
+    mirroring = make_replay(60, 3, seed=4, mirror=True, mirror_fraction=fraction)
     g = torch.Generator().manual_seed(2)
     for _ in range(20):
         obs = torch.randn(3, 2, generator=g)
@@ -199,7 +203,8 @@ def test_mirror_replaces_every_other_sampled_transition_by_its_mirror() -> None:
     uniforms = torch.rand(16, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
     original, mirror = plain.sample_at(uniforms, gamma), mirroring.sample_at(uniforms, gamma)
     torch.testing.assert_close(unset.actions, original.actions)  # no map given yet: nothing is mirrored
-    odd, even = slice(1, None, 2), slice(0, None, 2)
+    odd = torch.tensor(mirrored)
+    even = torch.tensor([i for i in range(16) if i not in mirrored])
     for field in ("obs", "next_obs", "actions"):
         torch.testing.assert_close(getattr(mirror, field)[even], getattr(original, field)[even])
     for field in ("returns", "discounts", "weights", "indices"):
