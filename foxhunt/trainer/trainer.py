@@ -28,7 +28,7 @@ import numpy as np
 import structlog
 import torch
 
-from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
+from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
@@ -53,6 +53,7 @@ from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
 from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
+from foxhunt.trainer.metrics_row import epoch_metrics_row
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
@@ -319,7 +320,7 @@ class Trainer:
             is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
-            row = self._metrics_row(fold.index, epoch, stats, validation, diagnostics)
+            row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics)
             self.run_dir.append_metrics(row)
             if self.tensorboard is not None:  # the epoch boundary only, never the step
                 self.tensorboard.add_epoch(row)
@@ -470,52 +471,6 @@ class Trainer:
             exporter=self.exporter, logger=log,
         )
         return [snapshot.to_dict() for snapshot in snapshots]
-
-    def _metrics_row(self, fold: int, epoch: int, stats: dict[str, float], validation: dict[str, float],
-                     diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        metrics = {name: tensor.detach().cpu().numpy() for name, tensor in self.learner.metrics().items()}
-        losses = {name.removeprefix("loss."): float(v) for name, v in metrics.items() if name.startswith("loss.")}
-        grad_norms = {name.removeprefix("grad_norm."): float(v) for name, v in metrics.items() if name.startswith("grad_norm.")}
-        clipped = {
-            name.removeprefix("grad_norm_clipped."): float(v)
-            for name, v in metrics.items()
-            if name.startswith("grad_norm_clipped.")
-        }
-        view = self.isv.snapshot()
-        adaptive = {
-            slot.name: [float(v) for v in view[slot.name]] if slot.width > 1 else float(view[slot.name][0])
-            for slot in self.layout.slots
-            if slot.owner not in ("foxhunt",)
-        }
-        counts = self.action_counts.cpu().numpy()
-        actions = {}
-        offset = 0
-        for branch in Branch:
-            names = BRANCH_TABLES[branch].names()
-            actions[branch.name] = {name: float(counts[offset + i]) for i, name in enumerate(names)}
-            offset += len(names)
-        return {
-            "fold": fold,
-            "epoch": epoch,
-            "losses": losses,
-            "budgets": {c.name: b for c, b in zip(self.learner.components, self.learner.budgets, strict=True)},
-            "grad_norms": grad_norms,
-            "grad_norms_clipped": clipped,
-            "safety_clips": float(metrics["grad.safety_clips"]),
-            "adaptive": adaptive,
-            "validation": validation,
-            "actions": actions,
-            "env_steps_per_s": stats["env_steps_per_s"],
-            "updates_per_s": stats["updates_per_s"],
-            "updates": stats["updates"],
-            "seconds": stats["seconds"],
-            "validation_seconds": stats["validation_seconds"],
-            "first_update_seconds": self.first_update_seconds,
-            "peak_device_memory_bytes": (
-                torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-            ),
-            "diagnostics": diagnostics,
-        }
 
     def _save_fold_checkpoint(self, fold: Fold, epoch: int, validation: dict[str, float]) -> None:
         resume.save_policy(self, fold, epoch, validation)
