@@ -8,12 +8,10 @@ Usage::
 
 Modes:
 
-- ``eager``: per-component gradients by one backward pass each (the default ``grad_mode = "loop"``);
-- ``eager-batched``: one vmapped vjp over the stacked losses (``grad_mode = "batched"``);
-- ``compiled`` / ``compiled-batched``: the same two with ``[learner] compile = true`` (torch.compile, inductor);
-- on CUDA, ``graph``, ``compiled-graph``, ``compiled-batched-graph``: the whole update
-  (replay sampling included) of ``eager`` / ``compiled`` / ``compiled-batched``
-  captured once in a CUDA graph and replayed.
+- ``eager``: per-component gradients by one backward pass each after one shared forward;
+- ``compiled``: ``[learner] compile = true`` (torch.compile, inductor; components grouped by reach);
+- on CUDA, ``graph``, ``compiled-graph``: the whole update (replay sampling included)
+  of ``eager`` / ``compiled`` captured once in a CUDA graph and replayed.
 
 The network is the default ``[learner]`` config: trunk (128, 128), heads 64,
 51 atoms, 8+8 IQN fractions, 5 ensemble heads; observations are 64 wide.
@@ -39,25 +37,22 @@ N_ENVS = 256
 CAPACITY = 256 * 1000  # 1000 steps of 256 environments (not a power of two)
 
 
-MODES = {  # mode -> (grad_mode, compile, CUDA graph)
-    "eager": ("loop", False, False),
-    "eager-batched": ("batched", False, False),
-    "compiled": ("loop", True, False),
-    "compiled-batched": ("batched", True, False),
-    "graph": ("loop", False, True),
-    "compiled-graph": ("loop", True, True),
-    "compiled-batched-graph": ("batched", True, True),
+MODES = {  # mode -> (compile, CUDA graph)
+    "eager": (False, False),
+    "compiled": (True, False),
+    "graph": (False, True),
+    "compiled-graph": (True, True),
 }
 
 
-def build(device: str, grad_mode: str, compile_update: bool = False) -> Learner:
+def build(device: str, compile_update: bool = False) -> Learner:
     host = PluginHost()
     host.add_plugin(learner_declarations, "learner")
     for module in (c51, mse, cql, iqn, ensemble):
         host.add_plugin(module, module.NAME)
     host.declare()
     registries = host.freeze()
-    config = LearnerConfig(grad_mode=grad_mode, compile=compile_update, replay=ReplayConfig(capacity=CAPACITY))
+    config = LearnerConfig(compile=compile_update, replay=ReplayConfig(capacity=CAPACITY))
     isv = ISV(registries.layout, device)
     learner = Learner(config, registries.layout, isv, host.loss_components(config), OBS_DIM, device, seed=0,
                       n_envs=N_ENVS)
@@ -105,7 +100,7 @@ def graphed_step(learner: Learner, batch_size: int) -> Callable[[], None]:
 
 def sync_check(batch_size: int) -> None:
     """Invariant 3 on CUDA: one update under ``set_sync_debug_mode("error")``; any host sync raises here."""
-    learner = build("cuda", "loop")
+    learner = build("cuda")
     learner.step(batch_size)  # first update: lazy CUDA/cuBLAS initialisation may sync, outside the check
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -122,8 +117,8 @@ def profile(batch_size: int, mode: str, out: str | None = None) -> None:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    grad_mode, compile_update, graphed = MODES[mode]
-    learner = build("cuda", grad_mode, compile_update)
+    compile_update, graphed = MODES[mode]
+    learner = build("cuda", compile_update)
     step = graphed_step(learner, batch_size) if graphed else (lambda: learner.step(batch_size))
     for _ in range(3):
         step()
@@ -148,9 +143,9 @@ def profile(batch_size: int, mode: str, out: str | None = None) -> None:
 def run(device: str, batches: list[int], modes: list[str], quick: bool) -> list[dict[str, object]]:
     rows = []
     for mode in modes:
-        grad_mode, compile_update, graphed = MODES[mode]
+        compile_update, graphed = MODES[mode]
         for batch in batches:
-            learner = build(device, grad_mode, compile_update)
+            learner = build(device, compile_update)
             if device == "cpu":
                 warmup, iters = (1, 2) if quick else (2, 8)
             else:
@@ -208,7 +203,7 @@ def main() -> None:
     print("| device | mode                   |  batch | ms/update  | updates/s  | note |")
     print("|--------|------------------------|--------|------------|------------|------|")
     for device in devices:
-        modes = [m for m in (args.modes or list(MODES)) if device == "cuda" or not MODES[m][2]]
+        modes = [m for m in (args.modes or list(MODES)) if device == "cuda" or not MODES[m][1]]
         run(device, args.batches, modes, args.quick)
 
 

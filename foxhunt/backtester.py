@@ -17,6 +17,11 @@ the one ``summary.json`` reports, so this reproduces the run's test figures.
 have no ``test_window``: asking them for one is an error that says so and names
 the validation option; nothing falls back silently. On other data (``--data``)
 every bar after the feature warm-up is evaluated.
+
+Every bar is stepped by the environment kernel of the checkpoint's own plugin
+set (:mod:`foxhunt.env.run_kernel`), through the same
+:class:`~foxhunt.trainer.evaluation.RunBacktests` the run's validation and test
+backtests use, so a plugin's physics gives the figures the run reported.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from foxhunt.checkpoint_fields import PolicyRecord, expect_tensors, naming_the_f
 from foxhunt.config import FoxhuntConfig
 from foxhunt.config_loading import apply_overrides, deep_copy, load_toml, structure
 from foxhunt.data import MarketData, load_from_config
-from foxhunt.env.backtest import backtest, baselines
+from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
 from foxhunt.features import FeatureSet, Normalizer, compute_features
@@ -252,8 +257,8 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
         bars, window_name = _saved_window(record, window, str(path), len(market)), window
     else:
         bars, window_name = (features.warmup, len(market)), ALL_BARS
-    agent = backtest(evaluation.greedy_policy(learner.act_values, device), market.ohlcv, values, market.instrument, config.env, window=bars)
-    results = {"agent": agent, **baselines(market.ohlcv, values, market.instrument, config.env, window=bars)}
+    backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, env_step_kernel(host.kernels(config)).run)
+    results = {"agent": backtests.agent(learner.act_values, values, bars, device), **backtests.baselines(values, bars)}
     stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()
     host.close()
     return BacktestOutcome(

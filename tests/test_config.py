@@ -153,6 +153,14 @@ def test_set_below_a_value_is_refused(toml) -> None:
     assert config_error(path, ("run.seed.low=1",)) == "--set 'run.seed.low=1': run.seed is a value, not a section"
 
 
+def test_the_removed_batched_grad_mode_is_refused_saying_what_to_use(toml) -> None:
+    message = config_error(toml('[learner]\ngrad_mode = "batched"\n'), ())
+    assert 'learner.grad_mode = "batched" was removed' in message
+    assert 'Use "loop" (the default, the same gradients), and [learner] compile = true' in message
+    assert 'docs/learner.md, "Performance"' in message
+    assert load_config(None, ('learner.grad_mode="loop"',)).learner.grad_mode == "loop"  # what every saved config names
+
+
 # -- resolution -------------------------------------------------------------------
 def test_defaults_then_file_then_set(toml) -> None:
     # a CPU run's profile adds nothing to the class defaults; the resolved profile name is recorded

@@ -1,9 +1,12 @@
 """Greedy backtest of a policy over a whole window, as one sequential episode with the training physics.
 
 The backtest builds a :class:`VectorEnv` of one environment that starts at the
-window's first bar, never resets, and ends at the window's last bar, so every
-fill, cost and cap is computed by the same kernel as in training. It records
-the portfolio row after each bar on the device and reads it back once.
+window's first bar, never resets, and ends at the window's last bar, and steps
+it with ``step_kernel``: a run passes its own environment kernel (the
+``KernelPoint.ENV_STEP`` record of its plugins, :mod:`foxhunt.env.run_kernel`),
+so every fill, cost and cap is computed by the same kernel as in training;
+without one it is the core physics (:func:`foxhunt.env.kernel.run_env_step`).
+It records the portfolio row after each bar on the device and reads it back once.
 
 Metric definitions (``docs/fill-model.md`` has the physics):
 
@@ -63,8 +66,10 @@ from foxhunt.env.config import EnvConfig
 from foxhunt.env.physics import CONTRACT_EPSILON
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
+from foxhunt.kernels.context import KernelContext
 
-__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "margin_call_steps", "constant_policy", "baselines", "equity_ratios"]
+__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "margin_call_steps", "constant_policy", "baselines", "equity_ratios",
+           "StepKernel"]
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +78,7 @@ METRIC_KEYS = (
 )
 
 Policy = Callable[[torch.Tensor], Any]
+StepKernel = Callable[[KernelContext], None]  # a Kernel record's run: one bar of every environment in the context
 
 
 @attrs.frozen
@@ -211,8 +217,10 @@ def backtest(
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float64,
     health: torch.Tensor | None = None,
+    step_kernel: StepKernel | None = None,
 ) -> BacktestResult:
-    """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``) greedily over ``window``."""
+    """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``) greedily over ``window``, each bar
+    stepped by ``step_kernel`` (the core physics when None)."""
     n_bars = len(prices)
     start, end = (0, n_bars) if window is None else window
     steps = end - start - 1
@@ -220,6 +228,7 @@ def backtest(
     env = VectorEnv(
         prices, features, instrument, episode,
         window=(start, end), device=device, dtype=dtype, health=health, random_start=False, auto_reset=False,
+        step_kernel=step_kernel,
     )
     history = torch.zeros((steps, PS.size()), dtype=dtype, device=env.device)
     obs = env.reset()
@@ -251,7 +260,8 @@ def baselines(
     config: EnvConfig,
     **options: Any,
 ) -> dict[str, BacktestResult]:
-    """One contract bought at market and held (``buy_and_hold``), and staying ``flat``, over the same window."""
+    """One contract bought at market and held (``buy_and_hold``), and staying ``flat``, over the same window
+    (``options`` are :func:`backtest`'s, ``step_kernel`` among them: the baselines trade under the same physics)."""
     device = str(options.get("device", "cpu"))
     one_contract = attrs.evolve(config, max_contracts=1, kelly_min_contracts=1)
     return {

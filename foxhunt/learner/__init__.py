@@ -4,12 +4,13 @@ from foxhunt.learner.budgets import BudgetedGradient, GradientBudget, budgeted_s
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
-from foxhunt.learner.learner import Learner, Targets
+from foxhunt.learner.learner import Learner
 from foxhunt.learner.network import BranchingNetwork, NetworkOutput
 from foxhunt.learner.popart import PopArt
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
+from foxhunt.learner.targets import Targets
 
 __all__ = [
     "Batch",

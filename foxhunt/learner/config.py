@@ -66,6 +66,22 @@ class ReplayConfig:
     mirror_fraction: float = attrs.field(default=0.25, validator=[attrs.validators.gt(0.0), attrs.validators.le(0.5)])
 
 
+REMOVED_GRAD_MODES = {
+    "batched": (
+        'learner.grad_mode = "batched" was removed: one vmapped vjp over every loss was slower than the per-component '
+        'gradients in every measurement (CPU and H200, eager and compiled; docs/learner.md, "Performance"). Use '
+        '"loop" (the default, the same gradients), and [learner] compile = true for the fused update'
+    ),
+}
+
+
+def _grad_mode(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value in REMOVED_GRAD_MODES:
+        raise ValueError(REMOVED_GRAD_MODES[value])
+    if value != "loop":
+        raise ValueError(f'learner.grad_mode must be "loop", got {value!r}')
+
+
 @attrs.frozen
 class LearnerConfig:
     """Network shape, the loss terms' shared settings, optimisation and replay of the learner."""
@@ -105,7 +121,8 @@ class LearnerConfig:
     popart: bool = True
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
     popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive_finite)
-    grad_mode: str = attrs.field(default="loop", validator=attrs.validators.in_(("loop", "batched")))
+    # one value: every saved config names it, so the key stays readable; "batched" is refused by name
+    grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
     batch_size: int = attrs.field(default=128, validator=_positive)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)

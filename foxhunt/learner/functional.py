@@ -7,36 +7,32 @@ per-sample TD error (replay priorities), the Q statistics and per-branch
 gradient norms (the adaptive kernels' signals).
 
 Per-component gradients come from ``torch.func``: components are split into
-groups, and each group is one ``torch.func.vjp`` of its stacked losses, vmapped
-over the group's one-hot cotangents (:class:`FunctionalGradients`):
-
-- ``grad_mode = "batched"``: one group of every component. One pass, but every
-  head's backward runs K times, mostly on zeros (compiled and graphed at batch
-  8192 on an H200: 4.27 ms per update against 2.98 ms with one vjp per component).
-- compiled ``grad_mode = "loop"``: components grouped by the parameters their
-  loss reaches (c51, mse and cql all reach the C51 heads; iqn and ensemble reach
-  heads of their own). Each group traces the forward again, but only the part
-  its losses reach survives compilation, and no backward runs on zeros.
+groups by the parameters their loss reaches (c51, mse and cql all reach the C51
+heads; iqn and ensemble reach heads of their own), and each group is one
+``torch.func.vjp`` of its stacked losses, vmapped over the group's one-hot
+cotangents (:class:`FunctionalGradients`). Each group traces the forward again,
+but only the part its losses reach survives compilation, and no backward runs
+on zeros.
 
 It writes nothing and reads nothing on the host, and draws no random numbers
 (the caller draws τ), so ``torch.compile`` traces it whole (``fullgraph``) when
 ``[learner] compile = true``; the learner copies the results into its live
-tensors. Eager ``loop`` updates do not come here: one shared forward and one
+tensors. Eager updates do not come here: one shared forward and one
 ``autograd.grad`` per component is the cheaper eager form
-(:meth:`foxhunt.learner.Learner.update`).
+(:meth:`foxhunt.learner.Learner.update`); they share :meth:`FunctionalGradients.finish`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
 from foxhunt.learner.budgets import BudgetedGradient, budgeted_sum, split_flat
-from foxhunt.learner.inputs import LossInputs
+from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.records import LossComponent
 
 __all__ = ["GradientStep", "FunctionalGradients", "q_statistics", "branch_grad_norm"]
@@ -74,23 +70,23 @@ class FunctionalGradients:
 
     ``groups`` partitions the component indices: each group is differentiated
     by one ``torch.func.vjp`` of its stacked losses, vmapped over the group's
-    one-hot cotangents. ``grad_mode = "batched"`` is one group of all components;
-    compiled ``loop`` groups the components whose losses reach the same
-    parameters (:meth:`foxhunt.learner.Learner.reach_groups`), so no backward
-    pass runs on zeros and components sharing heads share one pass.
+    one-hot cotangents. The compiled update groups the components whose losses
+    reach the same parameters (:meth:`foxhunt.learner.Learner.reach_groups`), so
+    no backward pass runs on zeros and components sharing heads share one pass;
+    the result does not depend on the partition.
 
-    ``make_inputs(batch, online, support, targets)`` builds the update's
-    :class:`LossInputs` around a network output (the learner's, which adds the
-    ISV reads). ``params`` maps parameter names to the live parameters.
+    Each group's :class:`LossInputs` is :func:`build_loss_inputs` of its forward
+    and ``sources`` (the learner's live ISV reads and settings). ``params`` maps
+    parameter names to the live parameters.
     """
 
     def __init__(self, network: nn.Module, components: Sequence[LossComponent], priority: LossComponent | None,
-                 limits: torch.Tensor, max_grad_norm: float, make_inputs: Callable[..., LossInputs],
+                 limits: torch.Tensor, max_grad_norm: float, sources: InputSources,
                  groups: Sequence[Sequence[int]]) -> None:
         self.network = network
         self.components = list(components)
         self.priority = priority
-        self.make_inputs = make_inputs
+        self.sources = sources
         self.groups = [tuple(group) for group in groups]
         if sorted(k for group in self.groups for k in group) != list(range(len(self.components))):
             raise ValueError(f"groups {self.groups} must partition the {len(self.components)} component indices")
@@ -106,7 +102,7 @@ class FunctionalGradients:
                  targets: Any) -> tuple[LossInputs, tuple[torch.Tensor, ...]]:
         online = torch.func.functional_call(self.network, params, (batch.obs, support),
                                             {"taus": taus, "with_ensemble": True})
-        inputs = self.make_inputs(batch, online, support, targets)
+        inputs = build_loss_inputs(batch, online, support, targets, self.sources)
         per_sample = () if self.priority is None else (self.priority.per_sample(inputs).detach(),)
         return inputs, (online.q.detach(), *per_sample)
 

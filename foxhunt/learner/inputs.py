@@ -5,6 +5,12 @@ target side once (without), then hands every component the same record. A
 component only combines these tensors; it never runs a network itself, so
 adding a component adds its loss arithmetic and nothing else.
 
+:func:`build_loss_inputs` makes the record from the update's values (batch,
+forward, support, targets) and the learner's :class:`InputSources` (live views
+fixed for the learner's life: ISV reads, action mask, settings). It is a pure
+function, so the eager update and the ``torch.func`` one build the record the
+same way.
+
 All values are in PopArt-normalised return units. Shapes: B batch, T/T'
 sampled τ (online/target), K ensemble heads, N atoms, A actions (padded to
 the largest branch; ``action_mask`` marks real ones).
@@ -13,7 +19,6 @@ the largest branch; ``action_mask`` marks real ones).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import torch
 
@@ -21,8 +26,10 @@ from foxhunt.isv import IsvLayout
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner.network import NetworkOutput
 from foxhunt.learner.replay import Batch
+from foxhunt.learner.slots import LearnerReads
+from foxhunt.learner.targets import Targets
 
-__all__ = ["LossInputs"]
+__all__ = ["LossInputs", "InputSources", "build_loss_inputs"]
 
 
 @dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
@@ -84,6 +91,42 @@ class LossInputs:
             return None
         return self.isv[self.layout.span(name)]
 
-    def with_updates(self, **changes: Any) -> LossInputs:
-        """A copy with some fields replaced (tests build variations this way)."""
-        return dataclasses.replace(self, **changes)
+
+@dataclasses.dataclass(frozen=True)
+class InputSources:
+    """What every update's :class:`LossInputs` carries beside its batch, forward and targets.
+
+    Live tensors read at each update, never copied: ``action_mask [Branch, A]`` (the network's),
+    ``reads`` (the learner's ISV views or config fallbacks), the whole ``isv`` buffer with its ``layout``;
+    and fixed settings: ``config`` and the update's ``dtype``.
+    """
+
+    action_mask: torch.Tensor
+    reads: LearnerReads
+    isv: torch.Tensor
+    layout: IsvLayout
+    config: LearnerConfig
+    dtype: torch.dtype
+
+
+def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor, targets: Targets,
+                      sources: InputSources) -> LossInputs:
+    """The update's :class:`LossInputs` around the online forward ``online`` and normalised ``targets``."""
+    reads, dtype = sources.reads, sources.dtype
+    balance = reads.grad_balance.to(dtype)
+    return LossInputs(
+        batch=batch,
+        online=online,
+        support=support,
+        target_atoms=targets.atoms,
+        target_probs=targets.probs,
+        target_q=targets.expected,
+        target_quantiles=targets.quantiles,
+        action_mask=sources.action_mask,
+        branch_weights=balance / balance.mean(),
+        health=reads.health.to(dtype),
+        cql_alpha=reads.cql_alpha.to(dtype),
+        isv=sources.isv,
+        layout=sources.layout,
+        config=sources.config,
+    )

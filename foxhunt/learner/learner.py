@@ -9,24 +9,22 @@ Read top to bottom, :meth:`Learner.update` is the whole algorithm:
 3. the online net runs once on the batch; every loss component computes its loss
    from the shared :class:`~foxhunt.learner.inputs.LossInputs`;
 4. gradients are isolated per component, clipped to budget, summed, safety-clipped
-   (eager ``grad_mode = "loop"``: one ``autograd.grad`` each after one shared forward;
-   otherwise the pure :class:`~foxhunt.learner.functional.FunctionalGradients`, which
-   ``[learner] compile`` hands to ``torch.compile`` with the target side and the
-   spectral projection);
+   (eager: one ``autograd.grad`` each after one shared forward, :meth:`Learner.loop_gradients`;
+   ``[learner] compile``: the pure :class:`~foxhunt.learner.functional.FunctionalGradients`,
+   compiled like the other pieces);
 5. AdamW steps; every weight matrix is projected back under σ_max; the target
    net moves toward the online net by τ (read from the ISV);
 6. replay priorities are set from the priority component's raw TD error, and the
    α/β anneal and the learning-rate schedule advance.
 
-Nothing in the update reads a tensor value on the host: every changing scalar
+The update calls the named pieces of :mod:`foxhunt.learner.update_pieces` (batch, target side with
+PopArt, gradients, recording, after the optimiser), which ``[learner] compile`` compiles whole. Nothing in the update reads a tensor value on the host: every changing scalar
 (τ, γ, α, β, learning rate, health, budgets) is a device tensor.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,40 +38,20 @@ from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import support_atoms
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
-from foxhunt.learner.inputs import LossInputs
-from foxhunt.learner.network import BranchingNetwork, NetworkOutput
-from foxhunt.learner.optim import LRSchedule, make_optimizer, polyak_update
+from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
+from foxhunt.learner.network import BranchingNetwork
+from foxhunt.learner.optim import LRSchedule, make_optimizer
 from foxhunt.learner.popart import PopArt
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
+from foxhunt.learner.targets import Targets
+from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
 from foxhunt.records import LossComponent
 
-__all__ = ["Learner", "Targets", "priority_component"]
+__all__ = ["Learner", "priority_component"]
 
 INIT_POWER_ITERATIONS = 50  # at construction u/v start random; later updates refine them one step at a time
-
-
-@dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
-class Targets:
-    """The target side of one update: :meth:`Learner.targets` gives unnormalised return units, :meth:`normalised` PopArt's.
-
-    ``atoms``/``probs`` ``[B, Branch, N]``; ``expected`` ``[B, Branch]``; ``quantiles`` ``[B, Branch, T']``.
-    """
-
-    atoms: torch.Tensor
-    probs: torch.Tensor
-    expected: torch.Tensor
-    quantiles: torch.Tensor
-
-    def normalised(self, mu: torch.Tensor, sigma: torch.Tensor) -> Targets:
-        """In normalised units under per-branch statistics ``mu``/``sigma`` ``[Branch]`` (probabilities unchanged)."""
-        return Targets(
-            atoms=(self.atoms - mu[:, None]) / sigma[:, None],
-            probs=self.probs,
-            expected=(self.expected - mu) / sigma,
-            quantiles=(self.quantiles - mu[:, None]) / sigma[:, None],
-        )
 
 
 def priority_component(components: Sequence[LossComponent], name: str) -> LossComponent:
@@ -134,14 +112,13 @@ class Learner:
         self.signals = self._make_signals()
         self.param_dict = dict(self.network.named_parameters())
         self.obs_dim = obs_dim
-        if c.grad_mode == "batched":
-            groups = [tuple(range(len(self.components)))]
-        else:  # compiled loop groups by reach; the eager loop only shares FunctionalGradients.finish
-            groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
+        self.input_sources = InputSources(self.network.action_mask, self.reads, isv.tensor, layout, c, dtype)
+        # compiled: components grouped by the parameters their loss reaches; eager: only finish() is used
+        groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
-                                              self.gradients.limits, c.max_grad_norm, self._inputs, groups)
+                                              self.gradients.limits, c.max_grad_norm, self.input_sources, groups)
         # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
-        self.pieces = _compiled_pieces() if c.compile else _EAGER_PIECES
+        self.pieces = compiled_pieces() if c.compile else EAGER_PIECES
 
     def _make_signals(self) -> dict[str, torch.Tensor]:
         """Device tensors the adaptive kernels read (docs/adaptive.md, "Signals"), rewritten in place each update."""
@@ -162,16 +139,6 @@ class Learner:
             "learner.safety_clips": self.gradients.safety_clips,
         }
 
-    @torch.no_grad()
-    def _write_signals(self, step: GradientStep) -> None:
-        signals = self.signals
-        signals["learner.q_mean"].copy_(step.q_mean)
-        signals["learner.q_std"].copy_(step.q_std)
-        signals["learner.q_gap"].copy_(step.q_gap)
-        signals["learner.grad_norm"].copy_(self.gradients.combined_norm)
-        signals["learner.loss"].copy_(step.losses.sum())
-        signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
-
     # -- the pieces of one update ---------------------------------------------------
     def support(self) -> torch.Tensor:
         """``[Branch, N]`` atoms this update (from the ISV support slots, or the config's v_min/v_max)."""
@@ -180,7 +147,7 @@ class Learner:
 
     def sample(self, batch_size: int | None = None) -> Batch:
         """A replay batch with n-step returns under the current per-branch γ."""
-        return self.pieces.sample(self, self.replay.uniforms(batch_size or self.config.batch_size))
+        return self.pieces.sample_batch(self, self.replay.uniforms(batch_size or self.config.batch_size))
 
     def _taus(self, batch: int, count: int) -> torch.Tensor:
         return torch.rand(batch, count, generator=self.generator, device=self.device, dtype=self.dtype)
@@ -204,41 +171,18 @@ class Learner:
         return Targets(atoms, probs, expected, quantiles)
 
     @torch.no_grad()
-    def _prepare_targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor,
-                         update_statistics: bool) -> Targets:
-        """Targets, (optionally) the PopArt step on both networks, and the targets in normalised units."""
-        targets = self.targets(batch, support, taus)
-        if update_statistics:
-            layers = self.network.scalar_output_layers() + self.target.scalar_output_layers()
-            self.popart.update(targets.expected, layers)
-        return targets.normalised(self.popart.mu, self.popart.sigma)
+    def normalised_targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
+        """:meth:`targets` in PopArt's normalised units, its statistics left as they are."""
+        return self.targets(batch, support, taus).normalised(self.popart.mu, self.popart.sigma)
 
-    def _inputs(self, batch: Batch, online: NetworkOutput, support: torch.Tensor, targets: Targets) -> LossInputs:
-        balance = self.reads.grad_balance.to(self.dtype)
-        return LossInputs(
-            batch=batch,
-            online=online,
-            support=support,
-            target_atoms=targets.atoms,
-            target_probs=targets.probs,
-            target_q=targets.expected,
-            target_quantiles=targets.quantiles,
-            action_mask=self.network.action_mask,
-            branch_weights=balance / balance.mean(),
-            health=self.reads.health.to(self.dtype),
-            cql_alpha=self.reads.cql_alpha.to(self.dtype),
-            isv=self.isv.tensor,
-            layout=self.layout,
-            config=self.config,
-        )
-
-    def loss_inputs(self, batch: Batch, *, update_statistics: bool = False) -> LossInputs:
-        """Targets, (optionally) the PopArt step, and the shared online forward, as one :class:`LossInputs` (eager)."""
+    def loss_inputs(self, batch: Batch) -> LossInputs:
+        """The targets and the shared online forward on ``batch`` as one :class:`LossInputs`, eager and without
+        the PopArt step (what a loss is given during an update, for a plugin's tests and the conformance kit)."""
         support = self.support()
-        targets = self._prepare_targets(batch, support, self._taus(batch.obs.shape[0], self.config.n_target_quantiles),
-                                        update_statistics)
+        targets = self.normalised_targets(batch, support, self._taus(batch.obs.shape[0], self.config.n_target_quantiles))
         taus = self._taus(batch.obs.shape[0], self.config.n_quantiles)
-        return self._inputs(batch, self.network(batch.obs, support, taus=taus, with_ensemble=True), support, targets)
+        online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
+        return build_loss_inputs(batch, online, support, targets, self.input_sources)
 
     def reach_groups(self) -> list[tuple[int, ...]]:
         """Component indices grouped by the set of parameters each loss reaches (graph structure, not values).
@@ -255,9 +199,9 @@ class Learner:
                       discounts=zeros(b, n_br), next_obs=zeros(b, self.obs_dim), weights=zeros(b) + 1.0,
                       indices=zeros(b, dtype=torch.int64))
         support = self.support()
-        targets = self._prepare_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5, False)
+        targets = self.normalised_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5)
         online = self.network(batch.obs, support, taus=zeros(b, c.n_quantiles) + 0.5, with_ensemble=True)
-        inputs = self._inputs(batch, online, support, targets)
+        inputs = build_loss_inputs(batch, online, support, targets, self.input_sources)
         groups: dict[tuple[bool, ...], list[int]] = {}
         for k, component in enumerate(self.components):
             loss = component.loss(inputs)
@@ -266,10 +210,10 @@ class Learner:
             groups.setdefault(tuple(g is not None for g in grads), []).append(k)
         return [tuple(group) for group in groups.values()]
 
-    def _loop_step(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor, targets: Targets) -> GradientStep:
-        """Eager ``grad_mode = "loop"``: the shared forward once, then one ``autograd.grad`` per component."""
+    def loop_gradients(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor, targets: Targets) -> GradientStep:
+        """The eager update's gradients: the shared forward once, then one ``autograd.grad`` per component."""
         online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
-        inputs = self._inputs(batch, online, support, targets)
+        inputs = build_loss_inputs(batch, online, support, targets, self.input_sources)
         losses = [component.loss(inputs) for component in self.components]
         stacked = self.gradients.loop_gradients(losses)
         priority = self.priority_component
@@ -279,36 +223,17 @@ class Learner:
 
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""
-        b, c = batch.obs.shape[0], self.config
+        b, c, pieces = batch.obs.shape[0], self.config, self.pieces
         support = self.support()
-        pieces = self.pieces
-        targets = pieces.prepare(self, batch, support, self._taus(b, c.n_target_quantiles))
+        targets = pieces.prepare_targets(self, batch, support, self._taus(b, c.n_target_quantiles))
         taus = self._taus(b, c.n_quantiles)
-        if c.grad_mode == "loop" and not c.compile:
-            step = self._loop_step(batch, support, taus, targets)
+        if c.compile:
+            step = pieces.functional_gradients(self, batch, support, taus, targets)
         else:
-            step = pieces.gradients(self, batch, support, taus, targets)
-        pieces.record(self, step, batch)
+            step = self.loop_gradients(batch, support, taus, targets)
+        pieces.record_step(self, step, batch)
         self.optimizer.step()
-        pieces.after_optimizer(self)
-
-    @torch.no_grad()
-    def _record_step(self, step: GradientStep, batch: Batch) -> None:
-        """The gradient into ``p.grad``; losses, norms, signals and replay priorities into their live tensors."""
-        self.gradients.store(step.budgeted)
-        self.loss_values.copy_(step.losses)
-        if step.per_sample is not None:
-            self.replay.update_priorities(batch.indices, step.per_sample)
-        self._write_signals(step)
-
-    @torch.no_grad()
-    def _after_optimizer_step(self) -> None:
-        """Spectral projection, Polyak target update, and the α/β anneal, schedule and counter advance."""
-        self.spectral.project()
-        polyak_update(self.target.parameters(), self.network.parameters(), self.reads.tau.to(self.dtype).squeeze(0))
-        self.replay.advance()
-        self.schedule.advance()
-        self.updates.add_(1)
+        pieces.after_optimizer_step(self)
 
     def step(self, batch_size: int | None = None) -> None:
         """Sample a batch and update on it."""
@@ -415,47 +340,3 @@ def _copy_into(live: dict[str, torch.Tensor], state: dict[str, torch.Tensor], wh
             generator.set_state(state[name].cpu())
         else:
             tensor.detach().copy_(state[name])
-
-
-# The update's pieces as module-level functions of the learner. Compiled, each has its own code object,
-# and dynamo guards on the learner's tensors and settings rather than on its identity, so a second
-# learner of the same shape reuses the compiled code instead of recompiling.
-def _sample(learner: Learner, uniforms: torch.Tensor) -> Batch:
-    return learner.replay.sample_at(uniforms, learner.reads.gamma)
-
-
-def _prepare(learner: Learner, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
-    return learner._prepare_targets(batch, support, taus, True)
-
-
-def _gradients(learner: Learner, batch: Batch, support: torch.Tensor, taus: torch.Tensor,
-               targets: Targets) -> GradientStep:
-    return learner.functional(learner.param_dict, batch, support, taus, targets)
-
-
-def _record(learner: Learner, step: GradientStep, batch: Batch) -> None:
-    learner._record_step(step, batch)
-
-
-def _after_optimizer(learner: Learner) -> None:
-    learner._after_optimizer_step()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Pieces:
-    sample: Any
-    prepare: Any
-    gradients: Any
-    record: Any
-    after_optimizer: Any
-
-
-_PIECE_FUNCTIONS = (_sample, _prepare, _gradients, _record, _after_optimizer)
-_EAGER_PIECES = _Pieces(*_PIECE_FUNCTIONS)
-
-
-@functools.cache
-def _compiled_pieces() -> _Pieces:
-    # made on first use: torch.compile imports dynamo, which would double every `foxhunt` command's start-up.
-    # fullgraph: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run
-    return _Pieces(*(torch.compile(piece, fullgraph=True, dynamic=False) for piece in _PIECE_FUNCTIONS))

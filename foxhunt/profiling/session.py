@@ -33,7 +33,6 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from foxhunt.config import FoxhuntConfig
-from foxhunt.env.backtest import backtest
 from foxhunt.folds import Fold
 from foxhunt.profiling.record import PHASES, PhaseProfile, PhaseTime, machine_info
 from foxhunt.trainer import evaluation, resume
@@ -127,12 +126,9 @@ def _step(trainer: Trainer, clock: _PhaseClock, updates: int) -> None:
 
 def _boundary(trainer: Trainer, fold: Fold, clock: _PhaseClock) -> None:
     """The epoch boundary's validation backtest and its two checkpoint writes, as ``Trainer._train_fold`` runs them."""
-    market = trainer.data.market
     with clock.phase("validation"):
-        result = backtest(
-            evaluation.greedy_policy(trainer.learner.act_values, trainer.device), market.ohlcv, trainer.features,
-            market.instrument, trainer.config.env, window=(fold.validation.start, fold.validation.stop),
-        )
+        result = trainer.backtests.agent(trainer.learner.act_values, trainer.features,
+                                         (fold.validation.start, fold.validation.stop), trainer.device)
         validation = evaluation.metrics_of(result)
     with clock.phase("checkpoint"):
         resume.save(trainer, resume.Position(fold=fold.index, epoch=1))

@@ -30,7 +30,7 @@ __all__ = ["Breach", "BandWatch", "open_band_watch", "run_metric_names"]
 
 log = structlog.get_logger(__name__)
 
-# learner.metrics() name prefix -> the metrics.jsonl section it is written under (Trainer._metrics_row)
+# learner.metrics() name prefix -> the metrics.jsonl section it is written under (metrics_row.epoch_metrics_row)
 _LEARNER_SECTIONS = {"loss.": "losses.", "grad_norm.": "grad_norms.", "grad_norm_clipped.": "grad_norms_clipped."}
 CORE_OWNER = "foxhunt"  # the core's own slots (train.*) are not written under "adaptive"
 

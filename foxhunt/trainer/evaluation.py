@@ -16,12 +16,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 
-from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, equity_ratios
+from foxhunt.data.instrument import InstrumentSpec
+from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, StepKernel, backtest, baselines, equity_ratios
+from foxhunt.env.config import EnvConfig
 
-__all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "greedy_policy", "metrics_of", "combine", "overall", "better"]
+__all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "RunBacktests", "greedy_policy", "metrics_of", "combine", "overall",
+           "better"]
 
 SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 POLICIES = ("agent", "buy_and_hold", "flat")
@@ -40,6 +44,32 @@ def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
         return act_values(obs.to(device)).argmax(dim=-1).cpu()
 
     return policy
+
+
+@attrs.frozen(eq=False)
+class RunBacktests:
+    """Backtests under a run's physics: its market prices, instrument, ``[env]`` settings and environment kernel.
+
+    ``step_kernel`` is the ``run`` of the run's ``KernelPoint.ENV_STEP`` record (:mod:`foxhunt.env.run_kernel`),
+    the very function its training environment steps with. The trainer's validation and test backtests and
+    ``foxhunt backtest`` of a checkpoint are all made here, so what they report is that kernel's physics, the
+    baselines' included.
+    """
+
+    prices: np.ndarray
+    instrument: InstrumentSpec
+    env: EnvConfig
+    step_kernel: StepKernel
+
+    def agent(self, act_values: Any, features: np.ndarray, window: tuple[int, int],
+              device: torch.device | str = "cpu") -> BacktestResult:
+        """The greedy policy of ``act_values`` (:func:`greedy_policy`) over ``window`` of ``features``."""
+        return backtest(greedy_policy(act_values, device), self.prices, features, self.instrument, self.env,
+                        window=window, step_kernel=self.step_kernel)
+
+    def baselines(self, features: np.ndarray, window: tuple[int, int]) -> dict[str, BacktestResult]:
+        """Buy-and-hold and flat over ``window`` (:func:`foxhunt.env.backtest.baselines`)."""
+        return baselines(self.prices, features, self.instrument, self.env, window=window, step_kernel=self.step_kernel)
 
 
 def metrics_of(result: BacktestResult) -> dict[str, float]:

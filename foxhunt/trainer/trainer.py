@@ -28,14 +28,14 @@ import numpy as np
 import structlog
 import torch
 
-from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
+from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
-from foxhunt.env.backtest import backtest, baselines
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.mirror import observation_mirror
+from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
@@ -53,6 +53,7 @@ from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
 from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
+from foxhunt.trainer.metrics_row import epoch_metrics_row
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
@@ -149,13 +150,7 @@ class Trainer:
         self.monitors = self.host.monitors(config)
         self.host.start()
         self.kernels = {point: [k for k in kernels if k.point is point] for point in KernelPoint}
-        env_kernels = self.kernels[KernelPoint.ENV_STEP]
-        if len(env_kernels) != 1:
-            names = ", ".join(k.name for k in env_kernels) or "none"
-            raise FoxhuntError(
-                f"a run needs exactly one environment kernel (KernelPoint.ENV_STEP); the enabled plugins give {names}. "
-                "Enable the market_env plugin (or one replacement) in [plugins]."
-            )
+        self.env_kernel = env_step_kernel(kernels)
         market, features = self.data.market, self.data.features
         seed = config.run.seed
         health = self.isv.view(HEALTH_SLOT) if HEALTH_SLOT in self.layout.offsets else None
@@ -163,9 +158,11 @@ class Trainer:
         self.env = VectorEnv(
             market.ohlcv, np.zeros(features.values.shape, dtype=np.float32), market.instrument, config.env,
             window=(first.train.start, first.train.stop), seed=seed, device=self.device, health=health,
-            step_kernel=env_kernels[0].run,
+            step_kernel=self.env_kernel.run,
         )
-        self._attach_env_state(env_kernels[0].name)
+        self._attach_env_state(self.env_kernel.name)
+        # validation and test backtests step through the kernel the run trains with (a plugin's physics too)
+        self.backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, self.env_kernel.run)
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs,
@@ -207,7 +204,7 @@ class Trainer:
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
         # of exploration, the replay insert): eager, it is hundreds of small kernels per vector step.
         self.collect_pieces = _compiled_collect_pieces() if config.learner.compile else _EAGER_COLLECT_PIECES
-        self.fault_checks = StepFaultChecks(self.learner, self.isv, env_kernels[0].name, self.device)
+        self.fault_checks = StepFaultChecks(self.learner, self.isv, self.env_kernel.name, self.device)
         self.graphs = StepGraphs(
             self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
             update_generators=(self.learner.generator,),
@@ -282,9 +279,7 @@ class Trainer:
         self.learner.replay.set_mirror(*(torch.from_numpy(a) for a in (mirror.scale, mirror.shift, mirror.low,
                                                                       mirror.high)))
         self.env.set_window(fold.train.start, fold.train.stop)
-        window = (fold.validation.start, fold.validation.stop)
-        market = self.data.market
-        self.validation_baselines = baselines(market.ohlcv, features, market.instrument, self.config.env, window=window)
+        self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
     def _start_fold(self, fold: Fold) -> None:
         """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
@@ -315,10 +310,8 @@ class Trainer:
             self._run_kernels(KernelPoint.EPOCH)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
-            result = backtest(
-                evaluation.greedy_policy(self.learner.act_values, self.device), self.data.market.ohlcv, self.features,
-                self.data.market.instrument, self.config.env, window=(fold.validation.start, fold.validation.stop),
-            )
+            result = self.backtests.agent(self.learner.act_values, self.features,
+                                          (fold.validation.start, fold.validation.stop), self.device)
             validation = evaluation.metrics_of(result)
             stats["validation_seconds"] = time.perf_counter() - validation_started
             if self.on_epoch is not None:
@@ -327,7 +320,7 @@ class Trainer:
             is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
-            row = self._metrics_row(fold.index, epoch, stats, validation, diagnostics)
+            row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics)
             self.run_dir.append_metrics(row)
             if self.tensorboard is not None:  # the epoch boundary only, never the step
                 self.tensorboard.add_epoch(row)
@@ -479,52 +472,6 @@ class Trainer:
         )
         return [snapshot.to_dict() for snapshot in snapshots]
 
-    def _metrics_row(self, fold: int, epoch: int, stats: dict[str, float], validation: dict[str, float],
-                     diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
-        metrics = {name: tensor.detach().cpu().numpy() for name, tensor in self.learner.metrics().items()}
-        losses = {name.removeprefix("loss."): float(v) for name, v in metrics.items() if name.startswith("loss.")}
-        grad_norms = {name.removeprefix("grad_norm."): float(v) for name, v in metrics.items() if name.startswith("grad_norm.")}
-        clipped = {
-            name.removeprefix("grad_norm_clipped."): float(v)
-            for name, v in metrics.items()
-            if name.startswith("grad_norm_clipped.")
-        }
-        view = self.isv.snapshot()
-        adaptive = {
-            slot.name: [float(v) for v in view[slot.name]] if slot.width > 1 else float(view[slot.name][0])
-            for slot in self.layout.slots
-            if slot.owner not in ("foxhunt",)
-        }
-        counts = self.action_counts.cpu().numpy()
-        actions = {}
-        offset = 0
-        for branch in Branch:
-            names = BRANCH_TABLES[branch].names()
-            actions[branch.name] = {name: float(counts[offset + i]) for i, name in enumerate(names)}
-            offset += len(names)
-        return {
-            "fold": fold,
-            "epoch": epoch,
-            "losses": losses,
-            "budgets": {c.name: b for c, b in zip(self.learner.components, self.learner.budgets, strict=True)},
-            "grad_norms": grad_norms,
-            "grad_norms_clipped": clipped,
-            "safety_clips": float(metrics["grad.safety_clips"]),
-            "adaptive": adaptive,
-            "validation": validation,
-            "actions": actions,
-            "env_steps_per_s": stats["env_steps_per_s"],
-            "updates_per_s": stats["updates_per_s"],
-            "updates": stats["updates"],
-            "seconds": stats["seconds"],
-            "validation_seconds": stats["validation_seconds"],
-            "first_update_seconds": self.first_update_seconds,
-            "peak_device_memory_bytes": (
-                torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-            ),
-            "diagnostics": diagnostics,
-        }
-
     def _save_fold_checkpoint(self, fold: Fold, epoch: int, validation: dict[str, float]) -> None:
         resume.save_policy(self, fold, epoch, validation)
 
@@ -534,11 +481,8 @@ class Trainer:
         market = self.data.market
         test_window = (fold.test.start, fold.test.stop)
         with resume.acting_with_saved_policy(self, fold):
-            test_agent = backtest(
-                evaluation.greedy_policy(self.learner.act_values, self.device), market.ohlcv, self.features,
-                market.instrument, self.config.env, window=test_window,
-            )
-        test_baselines = baselines(market.ohlcv, self.features, market.instrument, self.config.env, window=test_window)
+            test_agent = self.backtests.agent(self.learner.act_values, self.features, test_window, self.device)
+        test_baselines = self.backtests.baselines(self.features, test_window)
         test = {"agent": test_agent, **test_baselines}
         curves = {
             "validation": {"agent": best["equity"], **{name: r.equity.tolist() for name, r in self.validation_baselines.items()}},

@@ -107,9 +107,8 @@ def test_safety_clip_counts_when_budgets_are_bypassed() -> None:
     torch.testing.assert_close(total, torch.tensor(2.0))
 
 
-@pytest.mark.parametrize("mode", ["loop", "batched"])
-def test_learner_updates_respect_budgets_and_never_safety_clip(make_learner, mode: str) -> None:
-    learner = make_learner(max_grad_norm=0.05, grad_mode=mode)  # small: every component clips
+def test_learner_updates_respect_budgets_and_never_safety_clip(make_learner) -> None:
+    learner = make_learner(max_grad_norm=0.05)  # small: every component clips
     for _ in range(6):
         learner.step(64)
         metrics = learner.metrics()
@@ -120,31 +119,20 @@ def test_learner_updates_respect_budgets_and_never_safety_clip(make_learner, mod
     assert int(learner.metrics()["grad.safety_clips"]) == 0
 
 
-def test_loop_and_batched_learners_agree(make_learner) -> None:
-    params = []
-    for mode in ("loop", "batched"):
-        learner = make_learner(grad_mode=mode, dtype=torch.float64)
-        for _ in range(3):
-            learner.step(32)
-        params.append([p.detach().clone() for p in learner.params])
-    for a, b in zip(*params, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
-
-
-def test_functional_loop_and_batched_gradients_equal_the_autograd_loop(make_learner) -> None:
-    """The torch.func forms that compiled updates run give the eager loop's budgeted gradient (float64):
-    grouped by reach (compiled loop), one group (batched), one component per group."""
+def test_functional_gradients_equal_the_autograd_loop_under_any_grouping(make_learner) -> None:
+    """The torch.func form that compiled updates run gives the eager loop's budgeted gradient (float64):
+    grouped by reach (what the compiled update uses), all in one group, one component per group."""
     learner = make_learner(dtype=torch.float64)
     batch = learner.sample(32)
     support = learner.support()
-    targets = learner._prepare_targets(batch, support, learner._taus(32, learner.config.n_target_quantiles), False)
+    targets = learner.normalised_targets(batch, support, learner._taus(32, learner.config.n_target_quantiles))
     taus = learner._taus(32, learner.config.n_quantiles)
-    reference = learner._loop_step(batch, support, taus, targets)
+    reference = learner.loop_gradients(batch, support, taus, targets)
     groups = learner.reach_groups()
     assert [[learner.components[k].name for k in group] for group in groups] == [["c51", "mse", "cql"], ["iqn"], ["ensemble"]]
     for grouping in (groups, [tuple(range(len(learner.components)))], [(k,) for k in range(len(learner.components))]):
         functional = FunctionalGradients(learner.network, learner.components, learner.priority_component,
-                                         learner.gradients.limits, learner.config.max_grad_norm, learner._inputs,
+                                         learner.gradients.limits, learner.config.max_grad_norm, learner.input_sources,
                                          grouping)
         step = functional(learner.param_dict, batch, support, taus, targets)
         torch.testing.assert_close(reference.budgeted.flat, step.budgeted.flat, rtol=1e-9, atol=1e-12)

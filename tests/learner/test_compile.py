@@ -21,11 +21,10 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("grad_mode", ["loop", "batched"])
-def test_compiled_updates_match_eager_updates_without_recompiling(make_learner, grad_mode: str) -> None:
+def test_compiled_updates_match_eager_updates_without_recompiling(make_learner) -> None:
     runs = []
     for compiled in (False, True):
-        learner = make_learner(grad_mode=grad_mode, compile=compiled)
+        learner = make_learner(compile=compiled)
         learner.step(32)  # compiles each piece once
         assert compiled_graphs() == (PIECES if compiled else 0)
         with torch._dynamo.config.patch(error_on_recompile=True):

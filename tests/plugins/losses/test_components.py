@@ -3,6 +3,7 @@ added with nothing but a plugin."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -48,13 +49,13 @@ def test_budget_overrides_and_a_disabled_component(make_learner) -> None:
 
 def test_c51_label_smoothing_rises_as_health_falls(make_learner) -> None:
     learner = make_learner(settings={"c51": {"label_smoothing_max": 0.5}})
-    inputs = learner.loss_inputs(learner.sample(32)).with_updates(health=torch.zeros(1))
+    inputs = dataclasses.replace(learner.loss_inputs(learner.sample(32)), health=torch.zeros(1))
     component = next(c for c in learner.components if c.name == "c51")
     torch.testing.assert_close(component.loss(inputs), c51.c51_loss(inputs, label_smoothing_max=0.5))
     assert not torch.allclose(component.loss(inputs), c51.c51_loss(inputs))  # not the default 0.1
-    healthy = c51.c51_per_branch(inputs.with_updates(health=torch.ones(1)), 0.5)
-    sick = c51.c51_per_branch(inputs.with_updates(health=torch.zeros(1)), 0.5)
-    half = c51.c51_per_branch(inputs.with_updates(health=torch.full((1,), 0.5)), 0.5)
+    healthy = c51.c51_per_branch(dataclasses.replace(inputs, health=torch.ones(1)), 0.5)
+    sick = c51.c51_per_branch(dataclasses.replace(inputs, health=torch.zeros(1)), 0.5)
+    half = c51.c51_per_branch(dataclasses.replace(inputs, health=torch.full((1,), 0.5)), 0.5)
     # cross-entropy is linear in the target: half health is exactly halfway
     torch.testing.assert_close(half, 0.5 * (healthy + sick))
     uniform_ce = -inputs.taken(inputs.online.log_probs).mean(-1)
