@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.isv import ISV, IsvLayout
@@ -151,26 +152,26 @@ class Learner:
             return torch.zeros(*shape, device=self.device, dtype=torch.float32)
 
         return {
-            "learner.q_mean": zeros(n_br),
-            "learner.q_std": zeros(n_br),
-            "learner.q_gap": zeros(n_br),
-            "learner.grad_norm": zeros(1),
-            "learner.loss": zeros(1),
-            "learner.branch_grad_norm": zeros(n_br),
-            "learner.component_grad_norm": self.gradients.component_norms,
-            "learner.component_grad_norm_clipped": self.gradients.clipped_norms,
-            "learner.safety_clips": self.gradients.safety_clips,
+            contract.Q_MEAN: zeros(n_br),
+            contract.Q_STD: zeros(n_br),
+            contract.Q_GAP: zeros(n_br),
+            contract.GRAD_NORM: zeros(1),
+            contract.LOSS: zeros(1),
+            contract.BRANCH_GRAD_NORM: zeros(n_br),
+            contract.COMPONENT_GRAD_NORM: self.gradients.component_norms,
+            contract.COMPONENT_GRAD_NORM_CLIPPED: self.gradients.clipped_norms,
+            contract.SAFETY_CLIPS: self.gradients.safety_clips,
         }
 
     @torch.no_grad()
     def _write_signals(self, step: GradientStep) -> None:
         signals = self.signals
-        signals["learner.q_mean"].copy_(step.q_mean)
-        signals["learner.q_std"].copy_(step.q_std)
-        signals["learner.q_gap"].copy_(step.q_gap)
-        signals["learner.grad_norm"].copy_(self.gradients.combined_norm)
-        signals["learner.loss"].copy_(step.losses.sum())
-        signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
+        signals[contract.Q_MEAN].copy_(step.q_mean)
+        signals[contract.Q_STD].copy_(step.q_std)
+        signals[contract.Q_GAP].copy_(step.q_gap)
+        signals[contract.GRAD_NORM].copy_(self.gradients.combined_norm)
+        signals[contract.LOSS].copy_(step.losses.sum())
+        signals[contract.BRANCH_GRAD_NORM].copy_(step.branch_grad_norm)
 
     # -- the pieces of one update ---------------------------------------------------
     def support(self) -> torch.Tensor:

@@ -30,6 +30,7 @@ import torch
 
 from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
+from foxhunt import contract
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
@@ -67,9 +68,9 @@ EpochCallback = Callable[[int, int, dict[str, float]], None]
 
 log = structlog.get_logger(__name__)
 
-EPSILON_SLOT = "epsilon.branch"
+EPSILON_SLOT = contract.EPSILON
 FALLBACK_EPSILON = 0.05  # exploration rate per branch when no plugin declares epsilon.branch
-HEALTH_SLOT = "health.value"
+HEALTH_SLOT = contract.HEALTH
 
 
 def resolve_device(name: str) -> torch.device:
@@ -465,14 +466,14 @@ class Trainer:
     def _signals(self) -> dict[str, torch.Tensor]:
         """Every named device tensor kernels and monitors may read (docs/adaptive.md lists them)."""
         signals = dict(self.learner.signals)
-        signals["env.portfolio"] = self.env.state
+        signals[contract.PORTFOLIO] = self.env.state
         signals.update(self.env.context.signals)
         return signals
 
     def _observe(self, fold: int, epoch: int) -> list[dict[str, Any]]:
         """Monitors observe read-only snapshots; one health_diag event and the Prometheus gauges."""
         names = [component.name for component in self.learner.components]
-        labels = {"learner.component_grad_norm": names, "learner.component_grad_norm_clipped": names}
+        labels = {contract.COMPONENT_GRAD_NORM: names, contract.COMPONENT_GRAD_NORM_CLIPPED: names}
         snapshots = epoch_diagnostics(
             self.monitors, self.isv, fold=fold, epoch=epoch, signals=self._signals(), labels=labels,
             exporter=self.exporter, logger=log,
