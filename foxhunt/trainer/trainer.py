@@ -28,9 +28,9 @@ import numpy as np
 import structlog
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import BRANCH_TABLES, Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
-from foxhunt import contract
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
@@ -41,6 +41,7 @@ from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
+from foxhunt.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
@@ -203,6 +204,10 @@ class Trainer:
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
+        # Before the first real launch: a kernel that changes another plugin's slot is refused here, named, rather
+        # than fighting that plugin for the value all run (foxhunt/foreign_writes.py).
+        owners = {name: self.host.plugins[plugin] for name, plugin in self.host.kernel_owners.items()}
+        self.write_check_seconds = refuse_foreign_writes(kernels, owners, self.kernel_context)
         self._run_kernels(KernelPoint.CONSTRUCT)
         self.plan = config.train.plan(config.env.n_envs)
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
