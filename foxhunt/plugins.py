@@ -485,11 +485,15 @@ class PluginHost:
         ``settings`` replaces some plugins' resolved settings for this question only (the audit switches
         opt-in plugins on this way).
         """
-        owners: dict[str, tuple[str, str]] = {}
+        return {item.name: (kind, owner) for kind, owner, item in self.components(config, settings)}
+
+    def components(self, config: Any, settings: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
+        """``(kind, plugin, record)`` of every loss component, kernel and monitor, unvalidated (the audit's view:
+        it reports what is wrong rather than stopping at it). ``settings`` as for :meth:`component_owners`."""
+        found = []
         for kind, hook in (("loss", "foxhunt_loss_components"), ("kernel", "foxhunt_kernels"), ("monitor", "foxhunt_monitors")):
-            for owner, item in self._collect(hook, None, config, settings):
-                owners[item.name] = (kind, owner)
-        return owners
+            found += [(kind, owner, item) for owner, item in self._collect(hook, None, config, settings)]
+        return found
 
     def start(self) -> None:
         self._expect(Phase.FROZEN, action="start running")
