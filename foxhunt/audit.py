@@ -59,6 +59,7 @@ __all__ = [
     "default_audit_dirs",
     "installed_components",
     "check",
+    "switched_on",
     "missing",
     "dim_tables",
     "render_named_dimensions",
@@ -161,7 +162,7 @@ def default_audit_dirs() -> list[Path]:
     return found
 
 
-def _switched_on(host: PluginHost) -> dict[str, Any]:
+def switched_on(host: PluginHost) -> dict[str, Any]:
     """Each plugin's settings with its ``enabled`` switch on, where it has one: opt-in components show themselves."""
     return {
         name: attrs.evolve(settings, enabled=True)
@@ -209,7 +210,7 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         return components, [f"the plugins cannot be frozen, so their components cannot be listed and no audit row "
                             f"was checked; {error}"], host
     owners: dict[str, tuple[str, str]] = {}
-    for settings in (None, _switched_on(host)):
+    for settings in (None, switched_on(host)):
         try:
             owners.update(host.component_owners(config, settings))
         except PluginError as error:
@@ -290,7 +291,7 @@ def _unread_slot_problems(host: PluginHost, config: Any, plugins: Sequence[str])
     """Slots a kernel writes and no component or core module reads (of ``plugins`` only, when named)."""
     config = config if config is not None else FoxhuntConfig()
     components = []
-    for settings in (None, _switched_on(host)):
+    for settings in (None, switched_on(host)):
         try:
             components += host.components(config, settings)
         except PluginError:

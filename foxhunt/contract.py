@@ -141,7 +141,7 @@ PORTFOLIO = "env.portfolio"
 SHARED: tuple[SharedName, ...] = (
     _slot(PROGRESS, CORE, "training progress within the fold in [0, 1] = epoch / epochs (written at epoch boundaries)"),
     _slot(HEALTH, "health", "learning health in [0, 1]: EMA of health.raw",
-          core_reader="the learner (c51 label smoothing), the environment (Kelly safety), diagnostics (health gauge)"),
+          core_reader="the learner (LossInputs.health), the environment (position safety), diagnostics (health gauge)"),
     _slot(HEALTH_RAW, "health", "this update's health: weighted geometric mean of the four symptom scores"),
     _slot(HEALTH_COUNT, "health", "observations since the fold start (warms the symptom EMAs up)"),
     _slot(HEALTH_Q_MEAN_EMA, "health", "slow EMA of learner.q_mean per branch (the Q-drift reference)", width=_BRANCHES),

@@ -25,7 +25,7 @@ import attrs
 
 from foxhunt import contract
 
-__all__ = ["SlotUse", "slot_uses", "unread_slots", "unread_problem"]
+__all__ = ["SlotUse", "slot_uses", "readers_by_name", "unread_slots", "unread_problem"]
 
 
 @attrs.frozen
@@ -41,17 +41,28 @@ class SlotUse:
 def slot_uses(layout: Any, components: Iterable[tuple[str, str, Any]]) -> list[SlotUse]:
     """Every slot of ``layout`` with its writers and readers among ``components`` (``(kind, plugin, record)``)
     and the core."""
+    components = list(components)
     writers: dict[str, set[str]] = {}
-    readers: dict[str, set[str]] = {name: {"the core"} for name in contract.CORE_READ_SLOTS}
     for kind, _plugin, item in components:
         for name in getattr(item, "writes", ()):
             writers.setdefault(name, set()).add(f"{kind} {item.name}")
-        for name in item.reads:
-            readers.setdefault(name, set()).add(f"{kind} {item.name}")
+    readers = readers_by_name(components)
+    for name in contract.CORE_READ_SLOTS:
+        readers.setdefault(name, set()).add("the core")
     return [
         SlotUse(slot.name, slot.owner, tuple(sorted(writers.get(slot.name, ()))), tuple(sorted(readers.get(slot.name, ()))))
         for slot in layout.slots
     ]
+
+
+def readers_by_name(components: Iterable[tuple[str, str, Any]]) -> dict[str, set[str]]:
+    """``{slot or signal name: {"kind name", ...}}`` over the ``reads`` (and a monitor's ``signals``) of
+    ``components``."""
+    readers: dict[str, set[str]] = {}
+    for kind, _plugin, item in components:
+        for name in (*item.reads, *getattr(item, "signals", ())):
+            readers.setdefault(name, set()).add(f"{kind} {item.name}")
+    return readers
 
 
 def unread_slots(layout: Any, components: Iterable[tuple[str, str, Any]]) -> list[SlotUse]:
