@@ -12,7 +12,7 @@ from trainer_testkit import TINY, TINY_DATA, _private_feature_cache, invoke, tra
 from foxhunt import Kernel, PluginHost, contract, hookimpl
 from foxhunt.errors import PluginError
 from foxhunt.foreign_writes import changed_slots, refuse_foreign_writes, slot_bits
-from foxhunt.isv import ISV
+from foxhunt.isv import FINGERPRINT_SLOT, ISV
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.records import KernelPoint
 
@@ -126,8 +126,8 @@ def test_writing_the_fingerprint_lanes_is_a_foreign_write() -> None:
     host, layout = _frozen_layout()
 
     def stamp(scratch) -> None:
-        scratch.isv[-1] = 1.0
+        scratch.isv_slot(FINGERPRINT_SLOT).fill_(1.0)
 
     kernel = Kernel("intruder.stamp", KernelPoint.EPOCH, stamp, "overwrites the layout fingerprint", writes=[INTRUDER_SLOT])
-    with pytest.raises(PluginError, match=r"'isv.fingerprint' \(declared by plugin 'foxhunt'\)"):
+    with pytest.raises(PluginError, match=rf"'{FINGERPRINT_SLOT}' \(declared by plugin 'foxhunt'\)"):
         refuse_foreign_writes([kernel], {kernel.name: host.plugins["intruder"]}, _context(layout))
