@@ -67,6 +67,16 @@ __all__ = [
     "COMPONENT_GRAD_NORM_CLIPPED",
     "SAFETY_CLIPS",
     "PORTFOLIO",
+    "ENV_PRICES",
+    "ENV_FEATURES",
+    "ENV_STATE",
+    "ENV_RNG",
+    "ENV_ACTIONS",
+    "ENV_PARAMS",
+    "ENV_HEALTH",
+    "ENV_OBS",
+    "ENV_REWARD",
+    "ENV_DONE",
 ]
 
 CORE = "foxhunt"  # the owner of what the core itself declares or provides (the plugin name of core_declarations)
@@ -137,6 +147,17 @@ COMPONENT_GRAD_NORM = "learner.component_grad_norm"
 COMPONENT_GRAD_NORM_CLIPPED = "learner.component_grad_norm_clipped"
 SAFETY_CLIPS = "learner.safety_clips"
 PORTFOLIO = "env.portfolio"
+# The environment kernel's buffers (foxhunt.env.VectorEnv's context; foxhunt.env.kernel passes them in this order).
+ENV_PRICES = "env.prices"
+ENV_FEATURES = "env.features"
+ENV_STATE = "env.state"
+ENV_RNG = "env.rng"
+ENV_ACTIONS = "env.actions"
+ENV_PARAMS = "env.params"
+ENV_HEALTH = "env.health"
+ENV_OBS = "env.obs"
+ENV_REWARD = "env.reward"
+ENV_DONE = "env.done"
 
 SHARED: tuple[SharedName, ...] = (
     _slot(PROGRESS, CORE, "training progress within the fold in [0, 1] = epoch / epochs (written at epoch boundaries)"),
@@ -171,6 +192,16 @@ SHARED: tuple[SharedName, ...] = (
     _signal(COMPONENT_GRAD_NORM, "[components]", "pre-clip norm per loss component (`GradientBudget.component_norms`)"),
     _signal(COMPONENT_GRAD_NORM_CLIPPED, "[components]", "the same after each budget clip"),
     _signal(SAFETY_CLIPS, "[]", "running count of optimiser safety-clip firings", dtype="int64"),
+    _signal(ENV_PRICES, "[bars, OHLCV]", "the fold's bars (`foxhunt.data.market.OHLCV` columns)", dtype="float (the state dtype)"),
+    _signal(ENV_FEATURES, "[bars, features]", "the normalised feature matrix of the fold", dtype="float32"),
+    _signal(ENV_STATE, "[envs, PS]", "the portfolio-state table the environment kernel advances (the tensor `env.portfolio` names)", dtype="float (the state dtype)"),
+    _signal(ENV_RNG, "[envs, RNG]", "per-environment counter-based random streams", dtype="int64"),
+    _signal(ENV_ACTIONS, "[envs, Branch]", "the actions of the step, one sub-action per branch", dtype="int64"),
+    _signal(ENV_PARAMS, "[EP]", "the environment's parameters (`foxhunt.env.tables.EP`)", dtype="float (the state dtype)"),
+    _signal(ENV_HEALTH, "[1]", "learning health as the environment reads it (a view of `health.value`, or 1.0)", dtype="float32"),
+    _signal(ENV_OBS, "[envs, features + PortfolioObs]", "the observation the step writes", dtype="float32"),
+    _signal(ENV_REWARD, "[envs]", "the reward the step writes", dtype="float (the state dtype)"),
+    _signal(ENV_DONE, "[envs]", "episode ends the step writes", dtype="bool"),
 )
 
 SLOTS: tuple[SharedName, ...] = tuple(entry for entry in SHARED if entry.kind is Kind.SLOT)

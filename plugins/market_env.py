@@ -60,5 +60,6 @@ def foxhunt_kernels(config: Any) -> list[Kernel]:
                 "(docs/fill-model.md), costs, margin and Kelly caps, reward, auto-reset. Signals: "
                 + ", ".join(ENV_SIGNALS)
             ),
+            reads=ENV_SIGNALS,
         )
     ]
