@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 
 from foxhunt import (
+    MONITOR_STATE_PREFIX,
     AdaptiveMonitor,
     Branch,
-    contract,
-    hookimpl,
-    MONITOR_STATE_PREFIX,
     ReadOnlyISV,
     Registrar,
-    reset_monitor,
     ResetCategory,
     SignalSnapshot,
+    contract,
+    hookimpl,
+    reset_monitor,
 )
 
 __all__ = [

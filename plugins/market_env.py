@@ -17,7 +17,7 @@ from typing import Any
 
 from foxhunt.env.kernel import ENV_SIGNALS, run_env_step
 from foxhunt.env.tables import EP, RNG, PS, PortfolioObs
-from foxhunt import hookimpl, Kernel, KernelPoint, ResetCategory
+from foxhunt import Kernel, KernelPoint, ResetCategory, hookimpl
 
 __all__ = ["foxhunt_declare", "foxhunt_kernels", "reset_portfolio", "PORTFOLIO_STATE", "RNG_STATE", "STEP_KERNEL"]
 

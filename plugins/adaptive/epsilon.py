@@ -33,18 +33,18 @@ from typing import Any
 import attrs
 
 from foxhunt import (
+    MONITOR_STATE_PREFIX,
     AdaptiveMonitor,
-    auto,
     Branch,
-    contract,
     DimTable,
-    hookimpl,
     Kernel,
     KernelPoint,
-    MONITOR_STATE_PREFIX,
     Registrar,
-    reset_monitor,
     ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
 )
 from foxhunt.fold_length import FoldLength, fold_length_of
 from foxhunt.kernels import DualKernel, device_function

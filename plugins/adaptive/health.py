@@ -27,18 +27,18 @@ from typing import Any
 import attrs
 
 from foxhunt import (
+    MONITOR_STATE_PREFIX,
     AdaptiveMonitor,
-    auto,
     Branch,
-    contract,
     DimTable,
-    hookimpl,
     Kernel,
     KernelPoint,
-    MONITOR_STATE_PREFIX,
     Registrar,
-    reset_monitor,
     ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
 )
 from foxhunt.kernels import DualKernel, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, param_tensor, signal_of, slot_offsets

@@ -31,17 +31,17 @@ import torch
 import attrs
 
 from foxhunt import (
+    MONITOR_STATE_PREFIX,
     AdaptiveMonitor,
-    auto,
-    contract,
     DimTable,
-    hookimpl,
     Kernel,
     KernelPoint,
-    MONITOR_STATE_PREFIX,
     Registrar,
-    reset_monitor,
     ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
 )
 from foxhunt.env.tables import PS
 from foxhunt.kernels import DualKernel, device_function

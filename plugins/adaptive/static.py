@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from foxhunt import auto, DimTable, hookimpl, Kernel, KernelPoint, Registrar, ResetCategory
+from foxhunt import DimTable, Kernel, KernelPoint, Registrar, ResetCategory, auto, hookimpl
 from foxhunt.contract import CQL_ALPHA, CQL_ALPHA_FALLBACK
 from foxhunt.kernels import DualKernel, device_function
 from foxhunt_plugins.adaptive.common import BoundRun, param_tensor, slot_offsets

@@ -21,17 +21,17 @@ from typing import Any
 import attrs
 
 from foxhunt import (
+    MONITOR_STATE_PREFIX,
     AdaptiveMonitor,
-    auto,
-    contract,
     DimTable,
-    hookimpl,
     Kernel,
     KernelPoint,
-    MONITOR_STATE_PREFIX,
     Registrar,
-    reset_monitor,
     ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
 )
 from foxhunt.contract import PROGRESS
 from foxhunt.kernels import DualKernel, device_function

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt import hookimpl, LossComponent, LossInputs, Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
 from foxhunt.contract import HEALTH
 from foxhunt.learner import project_sorted
 

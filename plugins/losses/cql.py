@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from foxhunt import hookimpl, LossComponent, LossInputs
+from foxhunt import LossComponent, LossInputs, hookimpl
 from foxhunt.contract import CQL_ALPHA
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "cql_loss", "foxhunt_loss_components"]

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt import hookimpl, LossComponent, LossInputs, Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "EnsembleSettings", "ensemble_loss", "foxhunt_declare", "foxhunt_loss_components"]
 

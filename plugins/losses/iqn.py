@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt import hookimpl, LossComponent, LossInputs, Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
 from foxhunt.learner import quantile_huber
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "IqnSettings", "iqn_loss", "iqn_per_branch", "foxhunt_declare",

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from foxhunt import hookimpl, LossComponent, LossInputs
+from foxhunt import LossComponent, LossInputs, hookimpl
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "mse_loss", "td_error", "foxhunt_loss_components"]
 
