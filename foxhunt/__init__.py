@@ -1,8 +1,11 @@
 """foxhunt: distributional RL trading agents on an invariant-enforced plugin architecture.
 
 The public surface is small on purpose: plugin authors need the hook markers,
-the registrar's categories, the records and the monitor protocol; users need
-the config loader and the plugin host. Everything else is internal.
+the registrar's categories, the records, the monitor protocol, the branch table
+and the inputs a loss receives; users need the config loader and the plugin
+host. The shared slot and signal names are the module :mod:`foxhunt.contract`.
+Everything else is internal (built-in plugins are held to this by
+``.importlinter``, with the exceptions it lists).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+source"
 
+from foxhunt.actions import Branch
 from foxhunt.dims import DimTable, auto
 from foxhunt.errors import FoxhuntError
 from foxhunt.hookspecs import hookimpl, hookspec
 from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
-from foxhunt.monitors import AdaptiveMonitor, DiagSnapshot
+from foxhunt.learner.inputs import LossInputs
+from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugins import PluginHost, PluginSelection
 from foxhunt.records import Kernel, KernelPoint, LossComponent
 from foxhunt.registrar import Registrar
@@ -27,6 +32,7 @@ from foxhunt.state import ResetCategory, StateRegistry
 __all__ = [
     "__version__",
     "AdaptiveMonitor",
+    "Branch",
     "DiagSnapshot",
     "DimTable",
     "FoxhuntError",
@@ -35,14 +41,18 @@ __all__ = [
     "Kernel",
     "KernelPoint",
     "LossComponent",
+    "LossInputs",
+    "MONITOR_STATE_PREFIX",
     "PluginHost",
     "PluginSelection",
     "ReadOnlyISV",
     "Registrar",
     "ResetCategory",
+    "SignalSnapshot",
     "Slot",
     "StateRegistry",
     "auto",
     "hookimpl",
     "hookspec",
+    "reset_monitor",
 ]

@@ -25,6 +25,9 @@ Rows come from two places:
 Components that a plugin returns only when enabled explicitly (an opt-in loss
 such as the Huber example) are found too: the hooks are asked twice, with each
 plugin's resolved settings and with every ``enabled`` setting switched on.
+
+The check also reports every ISV slot a kernel writes and nothing reads
+(:mod:`foxhunt.slot_readers`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.dims import DimTable
 from foxhunt.errors import PluginError
 from foxhunt.plugins import ENTRY_POINT_GROUP, PluginHost
+from foxhunt.slot_readers import unread_problem, unread_slots
 
 __all__ = [
     "AUDIT_ATTRIBUTE",
@@ -55,6 +59,7 @@ __all__ = [
     "default_audit_dirs",
     "installed_components",
     "check",
+    "switched_on",
     "missing",
     "dim_tables",
     "render_named_dimensions",
@@ -157,7 +162,7 @@ def default_audit_dirs() -> list[Path]:
     return found
 
 
-def _switched_on(host: PluginHost) -> dict[str, Any]:
+def switched_on(host: PluginHost) -> dict[str, Any]:
     """Each plugin's settings with its ``enabled`` switch on, where it has one: opt-in components show themselves."""
     return {
         name: attrs.evolve(settings, enabled=True)
@@ -205,7 +210,7 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         return components, [f"the plugins cannot be frozen, so their components cannot be listed and no audit row "
                             f"was checked; {error}"], host
     owners: dict[str, tuple[str, str]] = {}
-    for settings in (None, _switched_on(host)):
+    for settings in (None, switched_on(host)):
         try:
             owners.update(host.component_owners(config, settings))
         except PluginError as error:
@@ -257,6 +262,7 @@ def check(
         report.problems += row.problems()
     for directory in directories:
         report.problems += _stale_test_paths([r for r in shared if r.source.startswith(str(directory))], Path(directory))
+    report.problems += _unread_slot_problems(host, config, plugins)
     by_name = {}
     for row in shared:
         by_name.setdefault(row.name, row)
@@ -279,6 +285,22 @@ def check(
         if row.kind != expected and row.kind in KINDS:
             report.problems.append(f"{row.source}: row `{row.name}` says kind {row.kind!r}, but it is a {expected}")
     return report
+
+
+def _unread_slot_problems(host: PluginHost, config: Any, plugins: Sequence[str]) -> list[str]:
+    """Slots a kernel writes and no component or core module reads (of ``plugins`` only, when named)."""
+    config = config if config is not None else FoxhuntConfig()
+    components = []
+    for settings in (None, switched_on(host)):
+        try:
+            components += host.components(config, settings)
+        except PluginError:
+            return []  # a hook that fails is reported already by installed_components; its readers are unknown
+    return [
+        unread_problem(use, host.plugins[use.owner])
+        for use in unread_slots(host.registries.layout, components)
+        if not plugins or use.owner in plugins
+    ]
 
 
 def _stale_test_paths(rows: Sequence[AuditRow], directory: Path) -> list[str]:

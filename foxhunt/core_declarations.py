@@ -9,14 +9,15 @@ written only at epoch boundaries, never inside the training step.
 
 from __future__ import annotations
 
+from foxhunt import contract
 from foxhunt.hookspecs import hookimpl
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory
 
 __all__ = ["foxhunt_declare", "CORE_PLUGIN_NAME", "PROGRESS"]
 
-CORE_PLUGIN_NAME = "foxhunt"
-PROGRESS = "train.progress"
+CORE_PLUGIN_NAME = contract.CORE
+PROGRESS = contract.PROGRESS
 
 
 @hookimpl

@@ -17,13 +17,14 @@ from typing import Any
 import structlog
 import torch
 
+from foxhunt import contract
 from foxhunt.isv import ISV, ReadOnlyISV
 from foxhunt.monitors import AdaptiveMonitor, DiagSnapshot, SignalSnapshot
 
 __all__ = ["HEALTH_DIAG_EVENT", "observe_monitors", "diagnose_monitors", "emit_health_diag", "epoch_diagnostics"]
 
 HEALTH_DIAG_EVENT = "health_diag"
-HEALTH_SLOT = "health.value"
+HEALTH_SLOT = contract.HEALTH
 
 
 def observe_monitors(

@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 import torch
 
+from foxhunt import contract
 from foxhunt.errors import MonitorWriteError
 from foxhunt.isv import ReadOnlyISV
 
@@ -167,7 +168,7 @@ class AdaptiveMonitor:
 
     def health(self, view: ReadOnlyISV) -> float | None:
         """Learning health in [0, 1] if the layout has the ``health.value`` slot, else ``None``."""
-        return view.value("health.value") if "health.value" in view.layout.offsets else None
+        return view.value(contract.HEALTH) if contract.HEALTH in view.layout.offsets else None
 
     def element_names(self, name: str, size: int, signals: SignalSnapshot | None = None) -> tuple[str, ...]:
         """Names of the elements of slot or signal ``name``: the monitor's ``labels``, the snapshot's, else indices."""

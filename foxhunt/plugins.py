@@ -21,7 +21,7 @@ import structlog
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from foxhunt import __version__, core_declarations, hookspecs
+from foxhunt import __version__, contract, core_declarations, hookspecs
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
@@ -407,13 +407,43 @@ class PluginHost:
             raise PluginError(problems)
         return results
 
+    def _unprovided_reads(self, collected: list[tuple[str, Any]], what: str) -> list[PluginProblem]:
+        """A read of a name nobody provides: no loaded plugin declares that slot and the core has no such signal.
+
+        Without this check a misspelt or unloaded name fails deep inside a kernel's first launch, or never: a
+        kernel with a default for a missing slot would silently use it. A name in ``optional_reads`` may be
+        missing (the component has its fallback).
+        """
+        provided = set(self.registries.layout.offsets) | {signal.name for signal in contract.SIGNALS}
+        problems = []
+        for owner, item in collected:
+            optional = set(getattr(item, "optional_reads", ()))
+            for name in (*item.reads, *getattr(item, "signals", ())):
+                if name in provided or name in optional:
+                    continue
+                close = difflib.get_close_matches(name, sorted(provided), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                info = self.plugins[owner]
+                problems.append(PluginProblem(
+                    info.name, info.distribution, info.version,
+                    f"{what} {item.name!r} reads {name!r}, but no loaded plugin declares that ISV slot and the core "
+                    f"provides no such signal (foxhunt.contract lists the shared names); {hint}load the plugin that "
+                    f"declares it (it may be disabled in [plugins]), correct the name, or, if the {what} works "
+                    f"without it, add it to optional_reads",
+                ))
+        return problems
+
     def loss_components(self, config: Any) -> list[LossComponent]:
-        return [item for _, item in self._collect("foxhunt_loss_components", LossComponent, config)]
+        collected = self._collect("foxhunt_loss_components", LossComponent, config)
+        problems = self._unprovided_reads(collected, "loss component")
+        if problems:
+            raise PluginError(problems)
+        return [item for _, item in collected]
 
     def kernels(self, config: Any) -> list[Kernel]:
         collected = self._collect("foxhunt_kernels", Kernel, config)
         layout = self.registries.layout
-        problems = []
+        problems = self._unprovided_reads(collected, "kernel")
         for owner, kernel in collected:
             for slot_name in kernel.writes:
                 if slot_name not in layout.offsets or layout.slot(slot_name).owner != owner:
@@ -433,7 +463,7 @@ class PluginHost:
         """Every monitor, each refused unless its own plugin declared its statistics entry ``monitor.<name>``."""
         collected = self._collect("foxhunt_monitors", AdaptiveMonitor, config)
         owners = {entry.name: entry.owner for entry in self.registries.state.entries()}
-        problems = []
+        problems = self._unprovided_reads(collected, "monitor")
         for owner, monitor in collected:
             if owners.get(monitor.state_name) != owner:
                 info = self.plugins[owner]
@@ -455,11 +485,15 @@ class PluginHost:
         ``settings`` replaces some plugins' resolved settings for this question only (the audit switches
         opt-in plugins on this way).
         """
-        owners: dict[str, tuple[str, str]] = {}
+        return {item.name: (kind, owner) for kind, owner, item in self.components(config, settings)}
+
+    def components(self, config: Any, settings: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
+        """``(kind, plugin, record)`` of every loss component, kernel and monitor, unvalidated (the audit's view:
+        it reports what is wrong rather than stopping at it). ``settings`` as for :meth:`component_owners`."""
+        found = []
         for kind, hook in (("loss", "foxhunt_loss_components"), ("kernel", "foxhunt_kernels"), ("monitor", "foxhunt_monitors")):
-            for owner, item in self._collect(hook, None, config, settings):
-                owners[item.name] = (kind, owner)
-        return owners
+            found += [(kind, owner, item) for owner, item in self._collect(hook, None, config, settings)]
+        return found
 
     def start(self) -> None:
         self._expect(Phase.FROZEN, action="start running")

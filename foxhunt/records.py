@@ -33,6 +33,15 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _among_reads(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    stray = [name for name in value if name not in instance.reads]
+    if stray:
+        raise ValueError(
+            f"{type(instance).__name__} {instance.name!r}: optional_reads {stray} are not in reads; "
+            "an optional read is one of the names in reads that may be missing from the run"
+        )
+
+
 @attrs.frozen
 class LossComponent:
     """One loss term of the learner, returned by ``foxhunt_loss_components``.
@@ -44,7 +53,10 @@ class LossComponent:
     sums the clipped gradients, so budgets over the enabled components must sum
     to exactly 1 (invariant 9; config ``[learner.budgets]`` may override them).
     ``per_sample`` (optional) returns the per-sample TD error used for
-    prioritized-replay priorities.
+    prioritized-replay priorities. ``reads`` names the ISV slots the loss reads;
+    each must be declared by a loaded plugin, or the run is refused when the
+    components are collected, unless ``optional_reads`` also names it (the loss
+    has a fallback when the slot's plugin is not loaded).
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -53,6 +65,7 @@ class LossComponent:
     description: str = attrs.field(validator=attrs.validators.min_len(1))
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
     per_sample: Callable[[Any], Any] | None = None
+    optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
 
 
 class KernelPoint(enum.StrEnum):
@@ -71,8 +84,14 @@ class Kernel:
 
     ``run(context)`` launches the kernel on the CPU or the GPU (``context`` is a
     :class:`foxhunt.kernels.KernelContext`). A kernel may write only the ISV
-    slots it names in ``writes`` and that its own plugin declared; the trainer's
-    ownership check and the adaptive property tests hold it to that.
+    slots it names in ``writes`` and that its own plugin declared: the host
+    refuses a ``writes`` entry its plugin did not declare, and the trainer runs
+    every kernel once on a scratch copy of the ISV before training and refuses
+    one that changed any other slot (:mod:`foxhunt.foreign_writes`).
+    ``reads`` names the ISV slots and signals it reads; each must be declared
+    by a loaded plugin or be a signal of :mod:`foxhunt.contract`, unless
+    ``optional_reads`` also names it (the kernel uses a default when the slot
+    is absent).
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -81,3 +100,4 @@ class Kernel:
     description: str = attrs.field(validator=attrs.validators.min_len(1))
     writes: tuple[str, ...] = attrs.field(default=(), converter=_names)
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)

@@ -12,12 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from foxhunt.actions import Branch
-from foxhunt.hookspecs import hookimpl
-from foxhunt.isv import ReadOnlyISV
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, SignalSnapshot, reset_monitor
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    ReadOnlyISV,
+    Registrar,
+    ResetCategory,
+    SignalSnapshot,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 
 __all__ = [
     "COMPONENT_GRAD_NORM",
@@ -33,13 +39,13 @@ __all__ = [
     "foxhunt_monitors",
 ]
 
-COMPONENT_GRAD_NORM = "learner.component_grad_norm"  # [components] pre-clip norm of each loss component's gradient
-COMPONENT_GRAD_NORM_CLIPPED = "learner.component_grad_norm_clipped"  # [components] after its budget clip
-GRAD_NORM = "learner.grad_norm"  # [1] norm of the summed, budget-clipped gradient
-SAFETY_CLIPS = "learner.safety_clips"  # [1] running count of optimiser safety-clip firings
-Q_MEAN = "learner.q_mean"  # [Branch]
-Q_STD = "learner.q_std"  # [Branch]
-Q_GAP = "learner.q_gap"  # [Branch]
+COMPONENT_GRAD_NORM = contract.COMPONENT_GRAD_NORM  # [components] pre-clip norm of each loss component's gradient
+COMPONENT_GRAD_NORM_CLIPPED = contract.COMPONENT_GRAD_NORM_CLIPPED  # [components] after its budget clip
+GRAD_NORM = contract.GRAD_NORM  # [1] norm of the summed, budget-clipped gradient
+SAFETY_CLIPS = contract.SAFETY_CLIPS  # [1] running count of optimiser safety-clip firings
+Q_MEAN = contract.Q_MEAN  # [Branch]
+Q_STD = contract.Q_STD  # [Branch]
+Q_GAP = contract.Q_GAP  # [Branch]
 
 
 class GradientMonitor(AdaptiveMonitor):

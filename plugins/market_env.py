@@ -17,9 +17,7 @@ from typing import Any
 
 from foxhunt.env.kernel import ENV_SIGNALS, run_env_step
 from foxhunt.env.tables import EP, RNG, PS, PortfolioObs
-from foxhunt.hookspecs import hookimpl
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.state import ResetCategory
+from foxhunt import Kernel, KernelPoint, ResetCategory, hookimpl
 
 __all__ = ["foxhunt_declare", "foxhunt_kernels", "reset_portfolio", "PORTFOLIO_STATE", "RNG_STATE", "STEP_KERNEL"]
 
@@ -62,5 +60,6 @@ def foxhunt_kernels(config: Any) -> list[Kernel]:
                 "(docs/fill-model.md), costs, margin and Kelly caps, reward, auto-reset. Signals: "
                 + ", ".join(ENV_SIGNALS)
             ),
+            reads=ENV_SIGNALS,
         )
     ]

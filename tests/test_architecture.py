@@ -1,4 +1,5 @@
-"""Import contracts: the core never imports a plugin module; plugins never import each other.
+"""Import contracts: the core never imports a plugin module; plugins never import each other; built-in plugins
+import only the public API (the root package and foxhunt.contract, with the exceptions ``.importlinter`` lists).
 
 Two mechanisms, on purpose. ``lint-imports`` (import-linter, config in
 ``.importlinter``) checks the static contracts over the whole import graph,
@@ -10,7 +11,9 @@ installed *now* (third-party ones included), and new top-level plugin modules.
 from __future__ import annotations
 
 import ast
+import configparser
 import importlib.metadata as metadata
+import os
 import shutil
 import subprocess
 import sys
@@ -119,9 +122,21 @@ def test_import_linter_contracts_are_kept():
     command = shutil.which("lint-imports")
     if command is None:
         pytest.fail("lint-imports is not installed: pip install -e '.[test]' (import-linter is a test dependency)")
-    result = subprocess.run([command, "--config", str(ROOT / ".importlinter")], cwd=ROOT, capture_output=True,
-                            text=True, env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
+    # The caller's PYTHONPATH stays after the checkout: a worktree may put its own plugins/ there as foxhunt_plugins.
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([command, str(ROOT / ".importlinter")], cwd=ROOT, capture_output=True,
+                            text=True, env={"PYTHONPATH": python_path, "PATH": str(Path(sys.executable).parent)})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_public_api_contract_forbids_every_core_module_but_the_contract():
+    """New core modules are internal by default: the plugins-public-api contract must list each of them."""
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter", encoding="utf-8")
+    forbidden = set(parser["importlinter:contract:plugins-public-api"]["forbidden_modules"].split())
+    core = {f"foxhunt.{path.stem if path.is_file() else path.name}" for path in (ROOT / "foxhunt").iterdir()
+            if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()}
+    assert forbidden == core - {"foxhunt.contract"}
 
 
 @pytest.mark.parametrize("package", ["foxhunt.data", "foxhunt.env", "foxhunt.features", "foxhunt.kernels",

@@ -156,3 +156,59 @@ def test_cli_check_exits_0_on_this_repository_and_1_when_rows_are_missing(tmp_pa
 def test_named_dimensions_reference_is_up_to_date():
     result = CliRunner().invoke(audit_group, ["dims", "--check"])
     assert result.exit_code == 0, result.output + " (regenerate: foxhunt audit dims --write)"
+
+
+def writer_plugin(*, read: bool) -> types.ModuleType:
+    """A plugin whose kernel writes its slot ``writer.value``; with ``read``, its monitor reads it."""
+    from foxhunt import AdaptiveMonitor, Kernel, KernelPoint, MONITOR_STATE_PREFIX, reset_monitor
+
+    @hookimpl
+    def foxhunt_declare(registrar):
+        registrar.slot("writer.value")
+        registrar.state("writer.value", "fold-reset")
+        registrar.state(MONITOR_STATE_PREFIX + "writer", "fold-reset", reset=reset_monitor)
+
+    @hookimpl
+    def foxhunt_kernels():
+        return [Kernel("writer.update", KernelPoint.STEP, lambda context: None, "writes writer.value",
+                       writes=["writer.value"])]
+
+    @hookimpl
+    def foxhunt_monitors():
+        return [AdaptiveMonitor("writer", ["writer.value"])] if read else []
+
+    module = types.ModuleType("writer_plugin")
+    module.foxhunt_declare = foxhunt_declare
+    module.foxhunt_kernels = foxhunt_kernels
+    module.foxhunt_monitors = foxhunt_monitors
+    rows = ["| `writer` | plugin | writer | wired | tests/test_audit.py |",
+            "| `writer.update` | kernel | writer | wired | tests/test_audit.py |"]
+    if read:
+        rows[0] = "| `writer` | monitor | writer | wired | tests/test_audit.py |"
+    setattr(module, AUDIT_ATTRIBUTE, HEADER + "\n".join(rows) + "\n")
+    return module
+
+
+def test_a_slot_written_and_never_read_fails_the_check_naming_it(tmp_path, monkeypatch):
+    from foxhunt.plugins import PluginHost
+
+    discover = PluginHost.discover
+
+    def discover_with_writer(self):
+        discover(self)
+        self.add_plugin(writer_plugin(read=False), "writer", distribution="foxhunt-writer", version="2.0")
+        return self
+
+    monkeypatch.setattr(PluginHost, "discover", discover_with_writer)
+    result = CliRunner().invoke(audit_group, ["check"])
+    assert result.exit_code == 1
+    assert ("ISV slot 'writer.value' of plugin 'writer' (foxhunt-writer 2.0) is written by kernel writer.update "
+            "but read by nothing") in result.output
+    assert result.output.count("read by nothing") == 1  # every built-in slot has a reader
+
+
+def test_a_monitor_reading_the_slot_is_its_reader():
+    report = check([ROOT / "docs" / "audits"], host=make_host((writer_plugin(read=True), "writer")))
+    assert [p for p in report.problems if "writer.value" in p] == []
+    unread = check([ROOT / "docs" / "audits"], host=make_host((writer_plugin(read=False), "writer")))
+    assert any("'writer.value'" in p and "read by nothing" in p for p in unread.problems)

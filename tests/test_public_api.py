@@ -11,6 +11,7 @@ from foxhunt import errors
 DOCUMENTED = {
     "__version__",
     "AdaptiveMonitor",
+    "Branch",
     "DiagSnapshot",
     "DimTable",
     "FoxhuntError",
@@ -19,9 +20,12 @@ DOCUMENTED = {
     "Kernel",
     "KernelPoint",
     "LossComponent",
+    "LossInputs",
+    "MONITOR_STATE_PREFIX",
     "PluginHost",
     "PluginSelection",
     "ReadOnlyISV",
+    "SignalSnapshot",
     "Registrar",
     "ResetCategory",
     "Slot",
@@ -29,6 +33,7 @@ DOCUMENTED = {
     "auto",
     "hookimpl",
     "hookspec",
+    "reset_monitor",
 }
 
 

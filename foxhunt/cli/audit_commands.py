@@ -9,6 +9,7 @@ import click
 
 from foxhunt.audit import NAMED_DIMENSIONS_FILE, check, default_audit_dirs, missing, render_named_dimensions
 from foxhunt.cli.common import config_options, resolve_config
+from foxhunt.contract_docs import adaptive_doc_path, builtin_components, render_tables, replace_tables, stale_tables
 from foxhunt.plugins import PluginHost
 
 __all__ = ["audit_group"]
@@ -90,3 +91,24 @@ def audit_dims(write: bool, check_only: bool) -> None:
         click.echo(f"wrote {target}")
     else:
         click.echo(text, nl=False)
+
+
+@audit_group.command("contract")
+@click.option("--write", is_flag=True, help="Rewrite the generated tables of docs/adaptive.md instead of printing them.")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 when docs/adaptive.md's generated tables are stale.")
+def audit_contract(write: bool, check_only: bool) -> None:
+    """docs/adaptive.md's slot and signal tables, generated from foxhunt.contract and the built-in plugins."""
+    tables = render_tables(builtin_components())
+    target = adaptive_doc_path()
+    if check_only:
+        stale = stale_tables(target.read_text(encoding="utf-8"), tables)
+        if stale:
+            click.echo(f"{target}: the {', '.join(stale)} table(s) are stale; regenerate them with "
+                       "`foxhunt audit contract --write`", err=True)
+            sys.exit(1)
+        click.echo(f"{target}: the generated tables are up to date")
+    elif write:
+        target.write_text(replace_tables(target.read_text(encoding="utf-8"), tables), encoding="utf-8")
+        click.echo(f"wrote the {', '.join(tables)} tables of {target}")
+    else:
+        click.echo("\n\n".join(tables.values()))

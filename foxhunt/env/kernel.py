@@ -9,6 +9,7 @@ run exactly the same compiled code.
 
 from __future__ import annotations
 
+from foxhunt import contract
 from foxhunt.env.physics import env_reset_row, env_step_row
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.dual import DualKernel
@@ -17,18 +18,18 @@ __all__ = ["ENV_SIGNALS", "ENV_STEP", "ENV_RESET", "launch_env_kernel", "run_env
 
 # Signal names, in the order of the kernel argument tuple (see foxhunt.env.physics).
 ENV_SIGNALS = (
-    "env.prices",
-    "env.features",
-    "env.state",
-    "env.rng",
-    "env.actions",
-    "env.params",
-    "env.health",
-    "env.obs",
-    "env.reward",
-    "env.done",
+    contract.ENV_PRICES,
+    contract.ENV_FEATURES,
+    contract.ENV_STATE,
+    contract.ENV_RNG,
+    contract.ENV_ACTIONS,
+    contract.ENV_PARAMS,
+    contract.ENV_HEALTH,
+    contract.ENV_OBS,
+    contract.ENV_REWARD,
+    contract.ENV_DONE,
 )
-_STATE = ENV_SIGNALS.index("env.state")
+_STATE = ENV_SIGNALS.index(contract.ENV_STATE)
 
 # 64 registers and 128 threads per block: measured fastest on an H200 over caps of 32..64 and none, and
 # blocks of 128..512 (docs/kernels.md, "Launch shape"); uncapped, the step uses 82 registers per thread.

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig, physics_params
@@ -135,16 +136,16 @@ class VectorEnv:
             device=self.device,
             backend=self.backend,
             signals={
-                "env.prices": self.prices,
-                "env.features": self.features,
-                "env.state": self.state,
-                "env.rng": self.rng,
-                "env.actions": self.actions,
-                "env.params": self.params,
-                "env.health": self.health,
-                "env.obs": self.obs,
-                "env.reward": self.reward,
-                "env.done": self.done,
+                contract.ENV_PRICES: self.prices,
+                contract.ENV_FEATURES: self.features,
+                contract.ENV_STATE: self.state,
+                contract.ENV_RNG: self.rng,
+                contract.ENV_ACTIONS: self.actions,
+                contract.ENV_PARAMS: self.params,
+                contract.ENV_HEALTH: self.health,
+                contract.ENV_OBS: self.obs,
+                contract.ENV_REWARD: self.reward,
+                contract.ENV_DONE: self.done,
             },
         )
         self._step_kernel = step_kernel or run_env_step

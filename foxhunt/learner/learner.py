@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.isv import ISV, IsvLayout
@@ -128,15 +129,15 @@ class Learner:
             return torch.zeros(*shape, device=self.device, dtype=torch.float32)
 
         return {
-            "learner.q_mean": zeros(n_br),
-            "learner.q_std": zeros(n_br),
-            "learner.q_gap": zeros(n_br),
-            "learner.grad_norm": zeros(1),
-            "learner.loss": zeros(1),
-            "learner.branch_grad_norm": zeros(n_br),
-            "learner.component_grad_norm": self.gradients.component_norms,
-            "learner.component_grad_norm_clipped": self.gradients.clipped_norms,
-            "learner.safety_clips": self.gradients.safety_clips,
+            contract.Q_MEAN: zeros(n_br),
+            contract.Q_STD: zeros(n_br),
+            contract.Q_GAP: zeros(n_br),
+            contract.GRAD_NORM: zeros(1),
+            contract.LOSS: zeros(1),
+            contract.BRANCH_GRAD_NORM: zeros(n_br),
+            contract.COMPONENT_GRAD_NORM: self.gradients.component_norms,
+            contract.COMPONENT_GRAD_NORM_CLIPPED: self.gradients.clipped_norms,
+            contract.SAFETY_CLIPS: self.gradients.safety_clips,
         }
 
     # -- the pieces of one update ---------------------------------------------------

@@ -13,7 +13,9 @@ from __future__ import annotations
 import attrs
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import Branch
+from foxhunt.contract import CQL_ALPHA, CQL_ALPHA_FALLBACK, GAMMA, GRAD_BALANCE, HEALTH, SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU
 from foxhunt.errors import LayoutError
 from foxhunt.isv import ISV
 from foxhunt.learner.config import LearnerConfig
@@ -32,26 +34,12 @@ __all__ = [
     "read_slot",
 ]
 
-SUPPORT_CENTER = "support.center"  # per-branch centre of the C51 atom support (normalised return units)
-SUPPORT_HALF_WIDTH = "support.half_width"  # per-branch half width: atoms span centre ± half width
-TAU = "tau.value"  # Polyak target-update rate
-GAMMA = "gamma.branch"  # per-branch discount
-HEALTH = "health.value"  # learning health in [0, 1]; c51 label smoothing rises as it falls
-CQL_ALPHA = "cql.alpha"  # conservative-penalty strength
-# α when no plugin declares cql.alpha. Its one key is [plugins.static] cql_alpha (the static plugin writes the slot,
-# with this as its default); the learner has no key of its own, so two keys can no longer disagree.
-CQL_ALPHA_FALLBACK = 0.1
-GRAD_BALANCE = "grad_balance.scale"  # per-branch weight of every loss's branch average
 
 N_BRANCHES = len(Branch)
+# The widths the learner reads them at: the contract's, which their owners declare.
 SLOT_WIDTHS: dict[str, int] = {
-    SUPPORT_CENTER: N_BRANCHES,
-    SUPPORT_HALF_WIDTH: N_BRANCHES,
-    TAU: 1,
-    GAMMA: N_BRANCHES,
-    HEALTH: 1,
-    CQL_ALPHA: 1,
-    GRAD_BALANCE: N_BRANCHES,
+    name: contract.by_name(name).width
+    for name in (SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU, GAMMA, HEALTH, CQL_ALPHA, GRAD_BALANCE)
 }
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from foxhunt import contract
 from foxhunt.learner.functional import GradientStep
 from foxhunt.learner.optim import polyak_update
 from foxhunt.learner.replay import Batch
@@ -64,12 +65,12 @@ def record_step(learner: Learner, step: GradientStep, batch: Batch) -> None:
     if step.per_sample is not None:
         learner.replay.update_priorities(batch.indices, step.per_sample)
     signals = learner.signals
-    signals["learner.q_mean"].copy_(step.q_mean)
-    signals["learner.q_std"].copy_(step.q_std)
-    signals["learner.q_gap"].copy_(step.q_gap)
-    signals["learner.grad_norm"].copy_(learner.gradients.combined_norm)
-    signals["learner.loss"].copy_(step.losses.sum())
-    signals["learner.branch_grad_norm"].copy_(step.branch_grad_norm)
+    signals[contract.Q_MEAN].copy_(step.q_mean)
+    signals[contract.Q_STD].copy_(step.q_std)
+    signals[contract.Q_GAP].copy_(step.q_gap)
+    signals[contract.GRAD_NORM].copy_(learner.gradients.combined_norm)
+    signals[contract.LOSS].copy_(step.losses.sum())
+    signals[contract.BRANCH_GRAD_NORM].copy_(step.branch_grad_norm)
 
 
 @torch.no_grad()

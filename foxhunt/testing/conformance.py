@@ -18,7 +18,8 @@ Invariants checked after every rule:
 
 - ISV slots are disjoint, cover the buffer, and each is owned by a loaded plugin
   and has a state-reset entry; the fingerprint lanes hold the layout's hash bit-exact;
-- a kernel changed only the ISV slots it declares in ``writes``;
+- a kernel changed only the ISV slots it declares in ``writes`` (the comparison
+  every run also makes once, before training: :mod:`foxhunt.foreign_writes`);
 - right after a fold reset every fold-reset and soft-reset ISV slot is back to its
   initial value, after a window reset every window-reset slot is, and after a
   soft reset every soft-reset slot is;
@@ -50,6 +51,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.checkpoint import load_checkpoint, save_checkpoint
 from foxhunt.config import FoxhuntConfig
+from foxhunt.foreign_writes import changed_slots, slot_bits
 from foxhunt.isv import FINGERPRINT_SLOT, ISV, IsvLayout
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.monitors import SignalSnapshot, attach_monitors
@@ -159,8 +161,7 @@ class _PluginConformance(RuleBasedStateMachine):
         raise ConformanceError(f"plugin {self.plugin_name!r}: {message}")
 
     def _slot_values(self) -> dict[str, torch.Tensor]:
-        layout = self.registries.layout
-        return {slot.name: _bits(self.isv.view(slot.name)) for slot in layout.slots}
+        return slot_bits(self.isv.tensor, self.registries.layout)
 
     def _run_kernels(self, point: KernelPoint) -> None:
         for kernel in self.kernels.get(point, ()):
@@ -173,7 +174,7 @@ class _PluginConformance(RuleBasedStateMachine):
                     "conformance_machine with the tensors it reads"
                 )
             after = self._slot_values()
-            changed = sorted(n for n in before if not torch.equal(before[n], after[n]))
+            changed = changed_slots(before, after)  # the comparison a run makes once before training
             allowed = set(kernel.writes)
             self.pending.append(lambda kernel=kernel, changed=changed, allowed=allowed: self._check_writes(kernel, changed, allowed))
 

@@ -28,6 +28,7 @@ import numpy as np
 import structlog
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.core_declarations import PROGRESS
@@ -40,6 +41,7 @@ from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
+from foxhunt.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
@@ -68,9 +70,9 @@ EpochCallback = Callable[[int, int, dict[str, float]], None]
 
 log = structlog.get_logger(__name__)
 
-EPSILON_SLOT = "epsilon.branch"
+EPSILON_SLOT = contract.EPSILON
 FALLBACK_EPSILON = 0.05  # exploration rate per branch when no plugin declares epsilon.branch
-HEALTH_SLOT = "health.value"
+HEALTH_SLOT = contract.HEALTH
 
 
 def resolve_device(name: str) -> torch.device:
@@ -199,6 +201,10 @@ class Trainer:
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
+        # Before the first real launch: a kernel that changes another plugin's slot is refused here, named, rather
+        # than fighting that plugin for the value all run (foxhunt/foreign_writes.py).
+        owners = {name: self.host.plugins[plugin] for name, plugin in self.host.kernel_owners.items()}
+        self.write_check_seconds = refuse_foreign_writes(kernels, owners, self.kernel_context)
         self._run_kernels(KernelPoint.CONSTRUCT)
         self.plan = config.train.plan(config.env.n_envs)
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
@@ -458,14 +464,14 @@ class Trainer:
     def _signals(self) -> dict[str, torch.Tensor]:
         """Every named device tensor kernels and monitors may read (docs/adaptive.md lists them)."""
         signals = dict(self.learner.signals)
-        signals["env.portfolio"] = self.env.state
+        signals[contract.PORTFOLIO] = self.env.state
         signals.update(self.env.context.signals)
         return signals
 
     def _observe(self, fold: int, epoch: int) -> list[dict[str, Any]]:
         """Monitors observe read-only snapshots; one health_diag event and the Prometheus gauges."""
         names = [component.name for component in self.learner.components]
-        labels = {"learner.component_grad_norm": names, "learner.component_grad_norm_clipped": names}
+        labels = {contract.COMPONENT_GRAD_NORM: names, contract.COMPONENT_GRAD_NORM_CLIPPED: names}
         snapshots = epoch_diagnostics(
             self.monitors, self.isv, fold=fold, epoch=epoch, signals=self._signals(), labels=labels,
             exporter=self.exporter, logger=log,

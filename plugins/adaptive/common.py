@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from foxhunt.actions import Branch
+from foxhunt import Branch
 from foxhunt.kernels import KernelContext, device_function
 
 __all__ = [

@@ -32,24 +32,31 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.fold_length import FoldLength, fold_length_of
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets, step_of
 from foxhunt_plugins.adaptive.validators import branch_unit, per_branch, rate, unit
 
 __all__ = ["EpsilonSettings", "VALUE", "FOLD_START", "EPSILON_INIT", "FOLD_START_KERNEL", "EpsilonSlot", "EpsilonParam", "EpsilonMonitor", "EPSILON_KERNEL",
            "epsilon_params", "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-VALUE = "epsilon.branch"
-FOLD_START = "epsilon.fold_start"
-HEALTH = "health.value"
+VALUE = contract.EPSILON
+FOLD_START = contract.EPSILON_FOLD_START
+HEALTH = contract.HEALTH
 EPSILON_INIT = 1.0  # before a fold's first update the Q-network has learnt nothing of this fold: explore fully
 
 
@@ -181,6 +188,7 @@ def foxhunt_kernels(config: Any, settings: EpsilonSettings) -> list[Kernel]:
             description="per-branch exploration: linear decay over the fold's transitions plus a boost as health falls",
             writes=(VALUE,),
             reads=(FOLD_START, HEALTH),
+            optional_reads=(HEALTH,),  # 1.0 (no boost) when the health plugin is not loaded
         ),
     ]
 

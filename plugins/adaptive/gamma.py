@@ -17,22 +17,29 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import branch_unit, per_branch
 
 __all__ = ["GammaSettings", "VALUE", "GAMMA_INIT", "GammaSlot", "GammaParam", "GammaMonitor", "GAMMA_KERNEL", "gamma_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-VALUE = "gamma.branch"
-HEALTH = "health.value"
+VALUE = contract.GAMMA
+HEALTH = contract.HEALTH
 GAMMA_INIT = 0.99  # the learner's default γ, used until the first update of a fold
 
 
@@ -119,6 +126,7 @@ def foxhunt_kernels(config: Any, settings: GammaSettings) -> list[Kernel]:
             description="per-branch discount between configured bounds, rising with learning health",
             writes=(VALUE,),
             reads=(HEALTH,),
+            optional_reads=(HEALTH,),  # 1.0 (the longest horizon) when the health plugin is not loaded
         )
     ]
 

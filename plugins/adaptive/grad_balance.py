@@ -23,14 +23,21 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import all_positive, branch_width, per_branch
 
@@ -38,12 +45,12 @@ __all__ = ["GradBalanceSettings", "SCALE", "SCALE_BOOTSTRAP", "GRAD_BALANCE_DECA
            "GradBalanceMonitor", "GRAD_BALANCE_KERNEL", "grad_balance_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-SCALE = "grad_balance.scale"
+SCALE = contract.GRAD_BALANCE
 SCALE_BOOTSTRAP = 1.0
 GRAD_BALANCE_DECAY_STEPS = 100
 NORM_EPS = 1e-8
 
-BRANCH_GRAD_NORM = "learner.branch_grad_norm"
+BRANCH_GRAD_NORM = contract.BRANCH_GRAD_NORM
 SIGNALS = {BRANCH_GRAD_NORM: (N_BRANCHES,)}
 
 

@@ -26,14 +26,21 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
@@ -58,23 +65,23 @@ __all__ = ["HealthSettings",
     "foxhunt_monitors",
 ]
 
-VALUE = "health.value"
-RAW = "health.raw"
-COUNT = "health.count"
-Q_MEAN_EMA = "health.q_mean_ema"
-GRAD_FAST = "health.grad_fast"
-GRAD_SLOW = "health.grad_slow"
-LOSS_FAST = "health.loss_fast"
-LOSS_SLOW = "health.loss_slow"
+VALUE = contract.HEALTH
+RAW = contract.HEALTH_RAW
+COUNT = contract.HEALTH_COUNT
+Q_MEAN_EMA = contract.HEALTH_Q_MEAN_EMA
+GRAD_FAST = contract.HEALTH_GRAD_FAST
+GRAD_SLOW = contract.HEALTH_GRAD_SLOW
+LOSS_FAST = contract.HEALTH_LOSS_FAST
+LOSS_SLOW = contract.HEALTH_LOSS_SLOW
 
 HEALTH_BOOTSTRAP = 0.5  # "don't know yet": a new fold starts half-healthy
 HEALTH_DECAY_STEPS = 100  # EMA length of health.value, in learner updates
 EPS = 1e-12
 
-Q_GAP = "learner.q_gap"
-Q_MEAN = "learner.q_mean"
-GRAD_NORM = "learner.grad_norm"
-LOSS = "learner.loss"
+Q_GAP = contract.Q_GAP
+Q_MEAN = contract.Q_MEAN
+GRAD_NORM = contract.GRAD_NORM
+LOSS = contract.LOSS
 SIGNALS = {Q_GAP: (N_BRANCHES,), Q_MEAN: (N_BRANCHES,), GRAD_NORM: (1,), LOSS: (1,)}
 
 
@@ -273,7 +280,8 @@ def foxhunt_kernels(config: Any, settings: HealthSettings) -> list[Kernel]:
             run=BoundRun(_bind(settings)),
             description="learning health from Q-gap, Q-drift, gradient-norm and loss-trend EMAs (docs/adaptive.md)",
             writes=SLOT_NAMES,
-            reads=tuple(SIGNALS),
+            # its EMAs carry state between updates: it reads those slots before it writes them
+            reads=(*SIGNALS, VALUE, COUNT, Q_MEAN_EMA, GRAD_FAST, GRAD_SLOW, LOSS_FAST, LOSS_SLOW),
         )
     ]
 

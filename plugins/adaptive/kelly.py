@@ -30,14 +30,21 @@ import torch
 
 import attrs
 
-from foxhunt.dims import DimTable, auto
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.env.tables import PS
-from foxhunt.hookspecs import hookimpl
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, unit
 
@@ -45,9 +52,9 @@ __all__ = ["KellySettings", "CAP", "KELLY_INIT", "PORTFOLIO", "KellySlot", "Kell
            "KELLY_SUM_KERNEL", "KELLY_CAP_KERNEL", "kelly_params", "chunk_count",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-CAP = "kelly.cap"
-HEALTH = "health.value"
-PORTFOLIO = "env.portfolio"
+CAP = contract.KELLY_CAP
+HEALTH = contract.HEALTH
+PORTFOLIO = contract.PORTFOLIO
 KELLY_INIT = 1.0  # no trade seen yet: the warm-up leaves the position cap untouched
 TINY = 1e-12
 
@@ -208,6 +215,7 @@ def foxhunt_kernels(config: Any, settings: KellySettings) -> list[Kernel]:
             description="aggregate Bayesian Kelly cap over every environment's round trips, warm-up and health safety",
             writes=(CAP,),
             reads=(HEALTH, PORTFOLIO),
+            optional_reads=(HEALTH,),  # 1.0 (full safety) when the health plugin is not loaded
         )
     ]
 

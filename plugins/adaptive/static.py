@@ -7,7 +7,7 @@ reads it on the device like every other adaptive value, and a later mechanism
 could move it without touching the learner. Written by a one-row device kernel
 at ``KernelPoint.CONSTRUCT``; training-persist, since a fold reset must not
 undo the configured value. Without this plugin the learner uses the constant
-:data:`~foxhunt.learner.slots.CQL_ALPHA_FALLBACK`, this plugin's default.
+:data:`~foxhunt.contract.CQL_ALPHA_FALLBACK`, this plugin's default.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ from typing import Any
 
 import attrs
 
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import DimTable, Kernel, KernelPoint, Registrar, ResetCategory, auto, hookimpl
+from foxhunt.contract import CQL_ALPHA, CQL_ALPHA_FALLBACK
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.learner.slots import CQL_ALPHA, CQL_ALPHA_FALLBACK
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, param_tensor, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative
 

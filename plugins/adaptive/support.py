@@ -30,14 +30,21 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    Branch,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
@@ -45,14 +52,14 @@ __all__ = ["SupportSettings", "CENTER", "HALF_WIDTH", "CENTER_BOOTSTRAP", "HALF_
            "SupportSlot", "SupportParam", "SupportMonitor", "SUPPORT_KERNEL", "support_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-CENTER = "support.center"
-HALF_WIDTH = "support.half_width"
+CENTER = contract.SUPPORT_CENTER
+HALF_WIDTH = contract.SUPPORT_HALF_WIDTH
 CENTER_BOOTSTRAP = 0.0
 HALF_WIDTH_BOOTSTRAP = 10.0  # [−10, 10]: the learner's default v_min, v_max
 SUPPORT_DECAY_STEPS = 100  # 1 / base EMA rate, in learner updates
 
-Q_MEAN = "learner.q_mean"
-Q_STD = "learner.q_std"
+Q_MEAN = contract.Q_MEAN
+Q_STD = contract.Q_STD
 SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,)}
 
 

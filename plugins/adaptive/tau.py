@@ -20,22 +20,29 @@ from typing import Any
 
 import attrs
 
-from foxhunt.core_declarations import PROGRESS
-from foxhunt.dims import DimTable, auto
-from foxhunt.hookspecs import hookimpl
+from foxhunt import (
+    MONITOR_STATE_PREFIX,
+    AdaptiveMonitor,
+    DimTable,
+    Kernel,
+    KernelPoint,
+    Registrar,
+    ResetCategory,
+    auto,
+    contract,
+    hookimpl,
+    reset_monitor,
+)
+from foxhunt.contract import PROGRESS
 from foxhunt.kernels import DualKernel, device_function
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, reset_monitor
-from foxhunt.records import Kernel, KernelPoint
-from foxhunt.registrar import Registrar
-from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import rate, unit
 
 __all__ = ["TauSettings", "VALUE", "TAU_INIT", "TauSlot", "TauParam", "TauMonitor", "TAU_KERNEL", "tau_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
-VALUE = "tau.value"
-HEALTH = "health.value"
+VALUE = contract.TAU
+HEALTH = contract.HEALTH
 TAU_INIT = 0.005  # the learner's default τ, used until the first update of a fold
 
 
@@ -131,6 +138,7 @@ def foxhunt_kernels(config: Any, settings: TauSettings) -> list[Kernel]:
             description="Polyak rate: cosine schedule over train.progress with a floor rising as health falls",
             writes=(VALUE,),
             reads=(PROGRESS, HEALTH),
+            optional_reads=(HEALTH,),  # 1.0 when the health plugin is not loaded
         )
     ]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from foxhunt.actions import Branch
+from foxhunt import Branch
 
 __all__ = ["positive", "non_negative", "unit", "rate", "per_branch", "branch_width", "all_unit", "all_positive",
            "branch_unit"]

@@ -21,11 +21,9 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import LossInputs, project_sorted
-from foxhunt.learner.slots import HEALTH
-from foxhunt.records import LossComponent
-from foxhunt.registrar import Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
+from foxhunt.contract import HEALTH
+from foxhunt.learner import project_sorted
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "C51Settings", "c51_loss", "c51_per_branch", "expected_td_error", "foxhunt_declare",
            "foxhunt_loss_components"]
@@ -79,6 +77,7 @@ def foxhunt_loss_components(config: Any, settings: C51Settings) -> list[LossComp
             loss=functools.partial(c51_loss, label_smoothing_max=settings.label_smoothing_max),
             description="categorical cross-entropy against the projected double-DQN n-step target, per branch",
             reads=(HEALTH,),
+            optional_reads=(HEALTH,),  # the learner reads 1.0 (no smoothing) when the health plugin is not loaded
             per_sample=expected_td_error,
         )
     ]

@@ -13,10 +13,8 @@ from typing import Any
 
 import torch
 
-from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import LossInputs
-from foxhunt.learner.slots import CQL_ALPHA
-from foxhunt.records import LossComponent
+from foxhunt import LossComponent, LossInputs, hookimpl
+from foxhunt.contract import CQL_ALPHA
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "cql_loss", "foxhunt_loss_components"]
 
@@ -39,5 +37,6 @@ def foxhunt_loss_components(config: Any) -> list[LossComponent]:
             loss=cql_loss,
             description="conservative Q penalty: logsumexp over each branch's actions minus the taken action",
             reads=(CQL_ALPHA,),
+            optional_reads=(CQL_ALPHA,),  # the learner's CQL_ALPHA_FALLBACK when the static plugin is not loaded
         )
     ]

@@ -18,10 +18,7 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import LossInputs
-from foxhunt.records import LossComponent
-from foxhunt.registrar import Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "EnsembleSettings", "ensemble_loss", "foxhunt_declare", "foxhunt_loss_components"]
 

@@ -15,10 +15,8 @@ from typing import Any
 import attrs
 import torch
 
-from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import LossInputs, quantile_huber
-from foxhunt.records import LossComponent
-from foxhunt.registrar import Registrar
+from foxhunt import LossComponent, LossInputs, Registrar, hookimpl
+from foxhunt.learner import quantile_huber
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "IqnSettings", "iqn_loss", "iqn_per_branch", "foxhunt_declare",
            "foxhunt_loss_components"]

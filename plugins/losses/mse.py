@@ -11,9 +11,7 @@ from typing import Any
 
 import torch
 
-from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import LossInputs
-from foxhunt.records import LossComponent
+from foxhunt import LossComponent, LossInputs, hookimpl
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "mse_loss", "td_error", "foxhunt_loss_components"]
 

@@ -1,0 +1,219 @@
+"""The shared names: every ISV slot and signal more than one module uses, with its shape, meaning and owner.
+
+Plugins never import each other (``.importlinter``), so the names they share
+(the health plugin's ``health.value``, read by five other plugins, the learner
+and the environment) used to be string literals spelled again in every
+reader. A misspelt reader silently fell back to its default. This module is
+the one place each name is spelt: built-in plugins and the core import the
+constant, the reads of every component are checked against the frozen layout
+(:meth:`foxhunt.plugins.PluginHost.kernels` and its siblings),
+``foxhunt audit check`` reports a slot nobody reads, and the tables of
+docs/adaptive.md are generated from :data:`SHARED` (``foxhunt audit contract``).
+
+Naming a slot here does not declare it: its owner still claims it with
+``registrar.slot(name, width=...)`` (the layout, its fingerprint and the
+``registry/`` snapshots come from those claims, not from this table);
+``tests/test_contract.py`` checks that the built-in plugins declare every slot
+here with this width and owner. Signals are the core's own device tensors
+(the learner's statistics and the environment's buffers), provided to every
+run's kernels and monitors.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from foxhunt.actions import Branch
+
+__all__ = [
+    "CORE",
+    "Kind",
+    "SharedName",
+    "SHARED",
+    "SLOTS",
+    "SIGNALS",
+    "CORE_READ_SLOTS",
+    "by_name",
+    # ISV slots
+    "PROGRESS",
+    "HEALTH",
+    "HEALTH_RAW",
+    "HEALTH_COUNT",
+    "HEALTH_Q_MEAN_EMA",
+    "HEALTH_GRAD_FAST",
+    "HEALTH_GRAD_SLOW",
+    "HEALTH_LOSS_FAST",
+    "HEALTH_LOSS_SLOW",
+    "TAU",
+    "GAMMA",
+    "EPSILON",
+    "EPSILON_FOLD_START",
+    "KELLY_CAP",
+    "SUPPORT_CENTER",
+    "SUPPORT_HALF_WIDTH",
+    "GRAD_BALANCE",
+    "CQL_ALPHA",
+    "CQL_ALPHA_FALLBACK",
+    # signals
+    "Q_MEAN",
+    "Q_STD",
+    "Q_GAP",
+    "GRAD_NORM",
+    "LOSS",
+    "BRANCH_GRAD_NORM",
+    "COMPONENT_GRAD_NORM",
+    "COMPONENT_GRAD_NORM_CLIPPED",
+    "SAFETY_CLIPS",
+    "PORTFOLIO",
+    "ENV_PRICES",
+    "ENV_FEATURES",
+    "ENV_STATE",
+    "ENV_RNG",
+    "ENV_ACTIONS",
+    "ENV_PARAMS",
+    "ENV_HEALTH",
+    "ENV_OBS",
+    "ENV_REWARD",
+    "ENV_DONE",
+]
+
+CORE = "foxhunt"  # the owner of what the core itself declares or provides (the plugin name of core_declarations)
+
+
+class Kind(enum.StrEnum):
+    SLOT = "slot"  # float32 lanes of the ISV, claimed by its owner with registrar.slot
+    SIGNAL = "signal"  # a device tensor of the core, handed to kernels in KernelContext.signals
+
+
+@attrs.frozen
+class SharedName:
+    """One shared name: what it holds, who owns it, and which part of the core reads it ("" when none does)."""
+
+    name: str
+    kind: Kind
+    shape: str  # as the docs write it: "[1]", "[Branch]", "[envs, PS]"
+    width: int | None  # ISV lanes of a slot (the width its owner declares); None for a signal
+    owner: str  # the plugin that declares the slot, or CORE for what the core provides
+    meaning: str
+    core_reader: str = ""  # the core module that reads it: such a slot is read even when no plugin reads it
+    dtype: str = "float32"
+
+
+_BRANCHES = len(Branch)
+
+
+def _slot(name: str, owner: str, meaning: str, *, width: int = 1, core_reader: str = "") -> SharedName:
+    shape = "[Branch]" if width == _BRANCHES else f"[{width}]"
+    return SharedName(name, Kind.SLOT, shape, width, owner, meaning, core_reader)
+
+
+def _signal(name: str, shape: str, meaning: str, *, dtype: str = "float32") -> SharedName:
+    return SharedName(name, Kind.SIGNAL, shape, None, CORE, meaning, dtype=dtype)
+
+
+# -- ISV slots --------------------------------------------------------------------------------
+PROGRESS = "train.progress"
+HEALTH = "health.value"
+HEALTH_RAW = "health.raw"
+HEALTH_COUNT = "health.count"
+HEALTH_Q_MEAN_EMA = "health.q_mean_ema"
+HEALTH_GRAD_FAST = "health.grad_fast"
+HEALTH_GRAD_SLOW = "health.grad_slow"
+HEALTH_LOSS_FAST = "health.loss_fast"
+HEALTH_LOSS_SLOW = "health.loss_slow"
+TAU = "tau.value"
+GAMMA = "gamma.branch"
+EPSILON = "epsilon.branch"
+EPSILON_FOLD_START = "epsilon.fold_start"
+KELLY_CAP = "kelly.cap"
+SUPPORT_CENTER = "support.center"
+SUPPORT_HALF_WIDTH = "support.half_width"
+GRAD_BALANCE = "grad_balance.scale"
+CQL_ALPHA = "cql.alpha"
+# α when no plugin declares cql.alpha, and the static plugin's default. Its one key is [plugins.static] cql_alpha;
+# the learner has no key of its own, so two keys can no longer disagree.
+CQL_ALPHA_FALLBACK = 0.1
+
+# -- signals ----------------------------------------------------------------------------------
+Q_MEAN = "learner.q_mean"
+Q_STD = "learner.q_std"
+Q_GAP = "learner.q_gap"
+GRAD_NORM = "learner.grad_norm"
+LOSS = "learner.loss"
+BRANCH_GRAD_NORM = "learner.branch_grad_norm"
+COMPONENT_GRAD_NORM = "learner.component_grad_norm"
+COMPONENT_GRAD_NORM_CLIPPED = "learner.component_grad_norm_clipped"
+SAFETY_CLIPS = "learner.safety_clips"
+PORTFOLIO = "env.portfolio"
+# The environment kernel's buffers (foxhunt.env.VectorEnv's context; foxhunt.env.kernel passes them in this order).
+ENV_PRICES = "env.prices"
+ENV_FEATURES = "env.features"
+ENV_STATE = "env.state"
+ENV_RNG = "env.rng"
+ENV_ACTIONS = "env.actions"
+ENV_PARAMS = "env.params"
+ENV_HEALTH = "env.health"
+ENV_OBS = "env.obs"
+ENV_REWARD = "env.reward"
+ENV_DONE = "env.done"
+
+SHARED: tuple[SharedName, ...] = (
+    _slot(PROGRESS, CORE, "training progress within the fold in [0, 1] = epoch / epochs (written at epoch boundaries)"),
+    _slot(HEALTH, "health", "learning health in [0, 1]: EMA of health.raw",
+          core_reader="the learner (LossInputs.health), the environment (position safety), diagnostics (health gauge)"),
+    _slot(HEALTH_RAW, "health", "this update's health: weighted geometric mean of the four symptom scores"),
+    _slot(HEALTH_COUNT, "health", "observations since the fold start (warms the symptom EMAs up)"),
+    _slot(HEALTH_Q_MEAN_EMA, "health", "slow EMA of learner.q_mean per branch (the Q-drift reference)", width=_BRANCHES),
+    _slot(HEALTH_GRAD_FAST, "health", "fast EMA of learner.grad_norm"),
+    _slot(HEALTH_GRAD_SLOW, "health", "slow EMA of learner.grad_norm"),
+    _slot(HEALTH_LOSS_FAST, "health", "fast EMA of learner.loss"),
+    _slot(HEALTH_LOSS_SLOW, "health", "slow EMA of learner.loss"),
+    _slot(TAU, "tau", "Polyak target-update rate τ", core_reader="the learner (target update)"),
+    _slot(GAMMA, "gamma", "discount per branch", width=_BRANCHES, core_reader="the learner (bootstrap targets)"),
+    _slot(EPSILON, "epsilon", "exploration rate per branch", width=_BRANCHES, core_reader="the trainer (exploration)"),
+    _slot(EPSILON_FOLD_START, "epsilon", "the step counter at the fold's start (the schedule's origin)"),
+    _slot(KELLY_CAP, "kelly", "cap on the position, a fraction of the maximum"),
+    _slot(SUPPORT_CENTER, "support", "centre of the C51 atom support per branch (normalised return units)",
+          width=_BRANCHES, core_reader="the learner (atom positions)"),
+    _slot(SUPPORT_HALF_WIDTH, "support", "half width of the C51 atom support per branch: atoms span centre ± it",
+          width=_BRANCHES, core_reader="the learner (atom positions)"),
+    _slot(GRAD_BALANCE, "grad_balance", "weight of each branch in every loss's branch average", width=_BRANCHES,
+          core_reader="the learner (branch averages)"),
+    _slot(CQL_ALPHA, "static", "conservative-penalty strength", core_reader="the learner (CQL term)"),
+    _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
+    _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
+    _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),
+    _signal(GRAD_NORM, "[1]", "combined gradient norm after the budget clips (`GradientBudget.combined_norm`)"),
+    _signal(LOSS, "[1]", "total loss of the update (sum of the components)"),
+    _signal(BRANCH_GRAD_NORM, "[Branch]", "norm of each branch's gradient as scaled by `grad_balance.scale` in that update"),
+    _signal(PORTFOLIO, "[envs, PS]", "the environment's portfolio-state table (`foxhunt.env.tables.PS`), any float dtype"),
+    _signal(COMPONENT_GRAD_NORM, "[components]", "pre-clip norm per loss component (`GradientBudget.component_norms`)"),
+    _signal(COMPONENT_GRAD_NORM_CLIPPED, "[components]", "the same after each budget clip"),
+    _signal(SAFETY_CLIPS, "[]", "running count of optimiser safety-clip firings", dtype="int64"),
+    _signal(ENV_PRICES, "[bars, OHLCV]", "the fold's bars (`foxhunt.data.market.OHLCV` columns)", dtype="float (the state dtype)"),
+    _signal(ENV_FEATURES, "[bars, features]", "the normalised feature matrix of the fold", dtype="float32"),
+    _signal(ENV_STATE, "[envs, PS]", "the portfolio-state table the environment kernel advances (the tensor `env.portfolio` names)", dtype="float (the state dtype)"),
+    _signal(ENV_RNG, "[envs, RNG]", "per-environment counter-based random streams", dtype="int64"),
+    _signal(ENV_ACTIONS, "[envs, Branch]", "the actions of the step, one sub-action per branch", dtype="int64"),
+    _signal(ENV_PARAMS, "[EP]", "the environment's parameters (`foxhunt.env.tables.EP`)", dtype="float (the state dtype)"),
+    _signal(ENV_HEALTH, "[1]", "learning health as the environment reads it (a view of `health.value`, or 1.0)", dtype="float32"),
+    _signal(ENV_OBS, "[envs, features + PortfolioObs]", "the observation the step writes", dtype="float32"),
+    _signal(ENV_REWARD, "[envs]", "the reward the step writes", dtype="float (the state dtype)"),
+    _signal(ENV_DONE, "[envs]", "episode ends the step writes", dtype="bool"),
+)
+
+SLOTS: tuple[SharedName, ...] = tuple(entry for entry in SHARED if entry.kind is Kind.SLOT)
+SIGNALS: tuple[SharedName, ...] = tuple(entry for entry in SHARED if entry.kind is Kind.SIGNAL)
+# Slots some part of the core reads: a run reads them whatever plugin reads them too (foxhunt audit check).
+CORE_READ_SLOTS: frozenset[str] = frozenset(entry.name for entry in SLOTS if entry.core_reader)
+_BY_NAME = {entry.name: entry for entry in SHARED}
+
+
+def by_name(name: str) -> SharedName:
+    """The entry of ``name``; ``KeyError`` naming the known names when it is not a shared name."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a shared name of foxhunt.contract (known: {', '.join(sorted(_BY_NAME))})") from None
