@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reject components that have no row in docs/audits/ (DESIGN invariant 6).
+"""Reject components that have no row in docs/audits/ (invariant 6, docs/invariants.md).
 
 Components are found statically, without importing anything:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reject raw numeric indices into buffers that have a named-dimension table (DESIGN invariant 5).
+"""Reject raw numeric indices into buffers that have a named-dimension table (invariant 5, docs/invariants.md).
 
 Every position in a multi-field buffer has a name in a ``DimTable`` (an
 ``IntEnum`` from ``foxhunt.dims`` whose members count from 0), so code says
@@ -153,7 +153,7 @@ def check_source(path: str, source: str, buffers: dict[str, str]) -> list[str]:
                     node.lineno,
                     node.col_offset,
                     f"{path}:{node.lineno}: raw index {value} into '{name}' (named dimensions: {table}) "
-                    f"— index with the table's member name instead (DESIGN invariant 5){note}",
+                    f"— index with the table's member name instead (invariant 5, docs/invariants.md){note}",
                 )
             )
     return [message for *_, message in sorted(findings)]

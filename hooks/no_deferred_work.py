@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reject deferred work: marker words and placeholder function bodies (DESIGN invariant 7).
+"""Reject deferred work: marker words and placeholder function bodies (invariant 7, docs/invariants.md).
 
 Two kinds of finding:
 
@@ -48,7 +48,7 @@ INTERFACE_DECORATORS = {
 
 HUNK_RE = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
-INVARIANT = "DESIGN invariant 7"
+INVARIANT = "invariant 7, docs/invariants.md"
 
 
 def _git(*args: str) -> str:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reject functions and classes named like an ISV-layout or checkpoint migration (DESIGN invariant 4).
+"""Reject functions and classes named like an ISV-layout or checkpoint migration (invariant 4, docs/invariants.md).
 
 A checkpoint records the ISV layout's fingerprint, and loading one whose
 fingerprint differs fails fast with a slot diff. That is deliberate: a
@@ -37,7 +37,7 @@ CONVERT_RE = re.compile(
 
 MESSAGE = (
     "looks like a layout migration — the ISV layout fingerprint is fail-fast by design "
-    "(DESIGN invariant 4) and there is no migration path: retrain with the new layout instead"
+    "(invariant 4, docs/invariants.md) and there is no migration path: retrain with the new layout instead"
 )
 
 

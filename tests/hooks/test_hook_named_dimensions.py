@@ -10,7 +10,7 @@ import pytest
 def raw(path: str, line: int, value: int, buffer: str, table: str, note: str = "") -> str:
     return (
         f"{path}:{line}: raw index {value} into '{buffer}' (named dimensions: {table}) "
-        f"— index with the table's member name instead (DESIGN invariant 5){note}\n"
+        f"— index with the table's member name instead (invariant 5, docs/invariants.md){note}\n"
     )
 
 

@@ -12,13 +12,13 @@ INTERFACES = "@abstractmethod, a typing.Protocol, a pluggy @hookspec"
 
 
 def marker(path: str, line: int, word: str) -> str:
-    return f"{path}:{line}: deferred-work marker '{word}' — finish the work or file an issue (DESIGN invariant 7)\n"
+    return f"{path}:{line}: deferred-work marker '{word}' — finish the work or file an issue (invariant 7, docs/invariants.md)\n"
 
 
 def placeholder(path: str, line: int, name: str, kind: str) -> str:
     return (
         f"{path}:{line}: placeholder function '{name}' ({kind}) — implement it, or make it an abstract "
-        f"interface ({INTERFACES}) (DESIGN invariant 7)\n"
+        f"interface ({INTERFACES}) (invariant 7, docs/invariants.md)\n"
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 MESSAGE = (
     "looks like a layout migration — the ISV layout fingerprint is fail-fast by design "
-    "(DESIGN invariant 4) and there is no migration path: retrain with the new layout instead"
+    "(invariant 4, docs/invariants.md) and there is no migration path: retrain with the new layout instead"
 )
 
 

@@ -28,7 +28,7 @@ AUDIT_TABLE = "| component | kind |\n|---|---|\n| `huber` | loss |\n"
 OFFENDING = {
     "no-deferred-work": (
         {"fees.py": f"COMMISSION = 2.5  # {TODO_WORD} per venue\n"},
-        "fees.py:1: deferred-work marker '" + TODO_WORD + "' — finish the work or file an issue (DESIGN invariant 7)",
+        "fees.py:1: deferred-work marker '" + TODO_WORD + "' — finish the work or file an issue (invariant 7, docs/invariants.md)",
     ),
     "audited-components": (
         {"huber.py": 'LOSS = LossComponent(name="pseudo_huber", budget=1.0, loss=abs, description="x")\n'},
@@ -38,13 +38,13 @@ OFFENDING = {
     "no-layout-migration": (
         {"ckpt.py": "def migrate_isv_layout(blob):\n    return blob\n"},
         "ckpt.py:1: function 'migrate_isv_layout' looks like a layout migration — the ISV layout fingerprint "
-        "is fail-fast by design (DESIGN invariant 4) and there is no migration path: retrain with the new "
+        "is fail-fast by design (invariant 4, docs/invariants.md) and there is no migration path: retrain with the new "
         "layout instead",
     ),
     "named-dimensions": (
         {"env.py": "def cash(portfolio):\n    return portfolio[:, 3]\n"},
         "env.py:2: raw index 3 into 'portfolio' (named dimensions: PS) — index with the table's member name "
-        "instead (DESIGN invariant 5)",
+        "instead (invariant 5, docs/invariants.md)",
     ),
     "registry-snapshot": (
         {"plugin.py": CLEAN_PY},
