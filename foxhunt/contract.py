@@ -60,6 +60,7 @@ __all__ = [
     "Q_MEAN",
     "Q_STD",
     "Q_GAP",
+    "GREEDY_SHARE",
     "GRAD_NORM",
     "LOSS",
     "BRANCH_GRAD_NORM",
@@ -140,6 +141,7 @@ CQL_ALPHA_FALLBACK = 0.1
 Q_MEAN = "learner.q_mean"
 Q_STD = "learner.q_std"
 Q_GAP = "learner.q_gap"
+GREEDY_SHARE = "learner.greedy_share"
 GRAD_NORM = "learner.grad_norm"
 LOSS = "learner.loss"
 BRANCH_GRAD_NORM = "learner.branch_grad_norm"
@@ -163,7 +165,7 @@ SHARED: tuple[SharedName, ...] = (
     _slot(PROGRESS, CORE, "training progress within the fold in [0, 1] = epoch / epochs (written at epoch boundaries)"),
     _slot(HEALTH, "health", "learning health in [0, 1]: EMA of health.raw",
           core_reader="the learner (LossInputs.health), the environment (position safety), diagnostics (health gauge)"),
-    _slot(HEALTH_RAW, "health", "this update's health: weighted geometric mean of the four symptom scores"),
+    _slot(HEALTH_RAW, "health", "this update's health: weighted geometric mean of the five symptom scores"),
     _slot(HEALTH_COUNT, "health", "observations since the fold start (warms the symptom EMAs up)"),
     _slot(HEALTH_Q_MEAN_EMA, "health", "slow EMA of learner.q_mean per branch (the Q-drift reference)", width=_BRANCHES),
     _slot(HEALTH_GRAD_FAST, "health", "fast EMA of learner.grad_norm"),
@@ -185,6 +187,7 @@ SHARED: tuple[SharedName, ...] = (
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
     _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),
+    _signal(GREEDY_SHARE, "[Branch]", "share of the batch whose greedy action is the branch's most common one (1: one action everywhere)"),
     _signal(GRAD_NORM, "[1]", "combined gradient norm after the budget clips (`GradientBudget.combined_norm`)"),
     _signal(LOSS, "[1]", "total loss of the update (sum of the components)"),
     _signal(BRANCH_GRAD_NORM, "[Branch]", "norm of each branch's gradient as scaled by `grad_balance.scale` in that update"),

@@ -33,6 +33,7 @@ __all__ = [
     "Q_MEAN",
     "Q_STD",
     "Q_GAP",
+    "GREEDY_SHARE",
     "GradientMonitor",
     "QStatsMonitor",
     "foxhunt_declare",
@@ -46,6 +47,7 @@ SAFETY_CLIPS = contract.SAFETY_CLIPS  # [1] running count of optimiser safety-cl
 Q_MEAN = contract.Q_MEAN  # [Branch]
 Q_STD = contract.Q_STD  # [Branch]
 Q_GAP = contract.Q_GAP  # [Branch]
+GREEDY_SHARE = contract.GREEDY_SHARE  # [Branch]
 
 
 class GradientMonitor(AdaptiveMonitor):
@@ -73,11 +75,12 @@ class GradientMonitor(AdaptiveMonitor):
 
 
 class QStatsMonitor(AdaptiveMonitor):
-    """Per-branch batch statistics of the expected Q: mean, standard deviation, gap (max − mean over actions)."""
+    """Per-branch batch statistics of the expected Q: mean, standard deviation, gap (max − mean over actions),
+    and the share of the batch taking the most common greedy action."""
 
     name = "q_stats"
-    signals = (Q_MEAN, Q_STD, Q_GAP)
-    labels = {Q_MEAN: Branch.names(), Q_STD: Branch.names(), Q_GAP: Branch.names()}
+    signals = (Q_MEAN, Q_STD, Q_GAP, GREEDY_SHARE)
+    labels = {Q_MEAN: Branch.names(), Q_STD: Branch.names(), Q_GAP: Branch.names(), GREEDY_SHARE: Branch.names()}
 
 
 @hookimpl

@@ -48,15 +48,19 @@ class GradientStep:
     q_mean: torch.Tensor
     q_std: torch.Tensor
     q_gap: torch.Tensor
+    greedy_share: torch.Tensor
     branch_grad_norm: torch.Tensor
 
 
 def q_statistics(q: torch.Tensor, action_mask: torch.Tensor, n_valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``q [B, Branch, A]`` (padded actions ``-inf``) -> batch mean/std of the greedy Q and mean max−mean gap."""
+    """``q [B, Branch, A]`` (padded actions ``-inf``) -> batch mean/std of the greedy Q, mean max−mean gap, and
+    the share of the batch taking the branch's most common greedy action (1 when the policy is one action)."""
     q = q.detach()
-    greedy = q.max(-1).values  # [B, Branch]
+    greedy = q.max(-1)  # [B, Branch]
     mean_q = torch.where(action_mask, q, torch.zeros_like(q)).sum(-1) / n_valid  # [B, Branch]
-    return greedy.mean(0), greedy.std(0, unbiased=False), (greedy - mean_q).mean(0)
+    chosen = torch.nn.functional.one_hot(greedy.indices, q.shape[-1]).to(q.dtype)  # [B, Branch, A]
+    greedy_share = chosen.mean(0).max(-1).values  # [Branch]
+    return greedy.values.mean(0), greedy.values.std(0, unbiased=False), (greedy.values - mean_q).mean(0), greedy_share
 
 
 def branch_grad_norm(branch_grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -137,7 +141,7 @@ class FunctionalGradients:
         """
         budgeted = budgeted_sum(stacked, self.limits, self.max_grad_norm)
         final = split_flat(budgeted.flat, self.shapes)
-        q_mean, q_std, q_gap = q_statistics(q, self.network.action_mask, self.network.n_valid)
+        q_mean, q_std, q_gap, greedy_share = q_statistics(q, self.network.action_mask, self.network.n_valid)
         return GradientStep(
             losses=losses.detach(),
             budgeted=budgeted,
@@ -145,5 +149,6 @@ class FunctionalGradients:
             q_mean=q_mean,
             q_std=q_std,
             q_gap=q_gap,
+            greedy_share=greedy_share,
             branch_grad_norm=branch_grad_norm([final[i] for i in self.branch_index]),
         )

@@ -132,6 +132,7 @@ class Learner:
             contract.Q_MEAN: zeros(n_br),
             contract.Q_STD: zeros(n_br),
             contract.Q_GAP: zeros(n_br),
+            contract.GREEDY_SHARE: zeros(n_br),
             contract.GRAD_NORM: zeros(1),
             contract.LOSS: zeros(1),
             contract.BRANCH_GRAD_NORM: zeros(n_br),

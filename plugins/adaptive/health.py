@@ -1,6 +1,6 @@
 """Learning health in [0, 1], computed on the device after every learner update.
 
-Four symptoms of a Q-learner going wrong, each scored in [0, 1] (1 = healthy):
+Five symptoms of a Q-learner going wrong, each scored in [0, 1] (1 = healthy):
 
 - Q-gap ``s_gap = mean_b gap_b / (gap_b + gap_scale)``: ``gap_b`` (max − mean
   Q over branch b's actions) collapsing to zero means the heads no longer tell
@@ -10,7 +10,12 @@ Four symptoms of a Q-learner going wrong, each scored in [0, 1] (1 = healthy):
   values running away from their own recent level is the signature of
   bootstrapped divergence;
 - gradient spike ``s_grad = 1 / (1 + max(0, ĝ_fast / ĝ_slow − 1) / grad_tol)``;
-- loss trend ``s_loss = 1 / (1 + max(0, (l̂_fast − l̂_slow) / |l̂_slow|) / loss_tol)``.
+- loss trend ``s_loss = 1 / (1 + max(0, (l̂_fast − l̂_slow) / |l̂_slow|) / loss_tol)``;
+- policy collapse ``s_collapse = 1 / (1 + max(0, (c − collapse_share) / (1 − collapse_share)) / collapse_tol)``
+  with ``c`` the share of the batch whose greedy direction is the most common one (signal
+  ``learner.greedy_share``): a policy that takes one direction everywhere (never trades, or always holds one
+  side) has learnt nothing about the states. Health falling raises ε through its health boost, which brings
+  back the transitions that could contradict it. Its weight is 0 by default (docs/adaptive.md says why).
 
 ``raw = Π s_k^{w_k}`` (weights normalised to sum 1: a weighted geometric mean,
 so one failing symptom pulls health down however good the others are), and
@@ -82,7 +87,9 @@ Q_GAP = contract.Q_GAP
 Q_MEAN = contract.Q_MEAN
 GRAD_NORM = contract.GRAD_NORM
 LOSS = contract.LOSS
-SIGNALS = {Q_GAP: (N_BRANCHES,), Q_MEAN: (N_BRANCHES,), GRAD_NORM: (1,), LOSS: (1,)}
+GREEDY_SHARE = contract.GREEDY_SHARE
+SIGNALS = {Q_GAP: (N_BRANCHES,), Q_MEAN: (N_BRANCHES,), GRAD_NORM: (1,), LOSS: (1,), GREEDY_SHARE: (N_BRANCHES,)}
+DIRECTION = int(Branch.DIRECTION)  # the branch whose collapse the collapse symptom watches
 
 
 class HealthSlot(DimTable):
@@ -108,11 +115,14 @@ class HealthParam(DimTable):
     W_DRIFT = auto()
     W_GRAD = auto()
     W_LOSS = auto()
+    W_COLLAPSE = auto()
     GAP_SCALE = auto()
     Q_SCALE = auto()
     DRIFT_TOL = auto()
     GRAD_TOL = auto()
     LOSS_TOL = auto()
+    COLLAPSE_SHARE = auto()
+    COLLAPSE_TOL = auto()
     FAST_RATE = auto()
     SLOW_RATE = auto()
     RATE = auto()
@@ -125,7 +135,7 @@ def _score(excess, tol):
 
 @device_function
 def _health_row(i, args):
-    isv, off, prm, q_gap, q_mean, grad_norm, loss = args
+    isv, off, prm, q_gap, q_mean, grad_norm, loss, greedy_share = args
     n = isv[off[HealthSlot.COUNT]]
     fast = max(prm[HealthParam.FAST_RATE], 1.0 / (n + 1.0))
     slow = max(prm[HealthParam.SLOW_RATE], 1.0 / (n + 1.0))
@@ -155,11 +165,15 @@ def _health_row(i, args):
     s_drift = _score(drift, prm[HealthParam.DRIFT_TOL])
     s_grad = _score(g_fast / (g_slow + EPS) - 1.0, prm[HealthParam.GRAD_TOL])
     s_loss = _score((l_fast - l_slow) / (abs(l_slow) + EPS), prm[HealthParam.LOSS_TOL])
+    collapse_share = prm[HealthParam.COLLAPSE_SHARE]
+    s_collapse = _score((greedy_share[DIRECTION] - collapse_share) / (1.0 - collapse_share),
+                        prm[HealthParam.COLLAPSE_TOL])
     raw = (
         gap_score ** prm[HealthParam.W_GAP]
         * s_drift ** prm[HealthParam.W_DRIFT]
         * s_grad ** prm[HealthParam.W_GRAD]
         * s_loss ** prm[HealthParam.W_LOSS]
+        * s_collapse ** prm[HealthParam.W_COLLAPSE]
     )
     value = isv[off[HealthSlot.VALUE]]
     isv[off[HealthSlot.VALUE]] = value + prm[HealthParam.RATE] * (raw - value)
@@ -172,37 +186,43 @@ HEALTH_KERNEL = DualKernel(_health_row, "health.update")
 
 @attrs.frozen
 class HealthSettings:
-    """``[plugins.health]``: how the learning-health signal weighs its four symptoms.
+    """``[plugins.health]``: how the learning-health signal weighs its five symptoms.
 
-    Health is a weighted geometric mean of four scores in [0, 1] (Q-gap, Q-drift,
-    gradient-norm spike, loss trend); the weights are relative (normalised to
-    sum to 1). Rates are EMA rates per learner update.
+    Health is a weighted geometric mean of five scores in [0, 1] (Q-gap, Q-drift,
+    gradient-norm spike, loss trend, policy collapse); the weights are relative
+    (normalised to sum to 1). Rates are EMA rates per learner update.
     """
 
     w_gap: float = attrs.field(default=1.0, validator=non_negative)
     w_drift: float = attrs.field(default=1.0, validator=non_negative)
     w_grad: float = attrs.field(default=1.0, validator=non_negative)
     w_loss: float = attrs.field(default=1.0, validator=non_negative)
+    w_collapse: float = attrs.field(default=0.0, validator=non_negative)
     gap_scale: float = attrs.field(default=0.05, validator=positive)  # Q-gap (normalised units) scoring 0.5
     q_scale: float = attrs.field(default=1.0, validator=positive)  # keeps the drift ratio finite near Q = 0
     drift_tol: float = attrs.field(default=0.1, validator=positive)  # relative drift scoring 0.5
     grad_tol: float = attrs.field(default=1.0, validator=positive)  # fast/slow grad-norm excess scoring 0.5
     loss_tol: float = attrs.field(default=0.5, validator=positive)  # relative loss rise scoring 0.5
+    # greedy-direction share above which the policy counts as collapsing, and the excess (as a share of what is
+    # left above it) scoring 0.5: at 0.9 and 0.25, a batch all on one direction scores 0.2
+    collapse_share: float = attrs.field(default=0.9, validator=[non_negative, attrs.validators.lt(1.0)])
+    collapse_tol: float = attrs.field(default=0.25, validator=positive)
     fast_rate: float = attrs.field(default=0.1, validator=rate)
     slow_rate: float = attrs.field(default=0.01, validator=rate)
 
     def __attrs_post_init__(self) -> None:
-        if not self.w_gap + self.w_drift + self.w_grad + self.w_loss > 0.0:
-            raise ValueError("at least one of w_gap, w_drift, w_grad, w_loss must be > 0")
+        if not self.w_gap + self.w_drift + self.w_grad + self.w_loss + self.w_collapse > 0.0:
+            raise ValueError("at least one of w_gap, w_drift, w_grad, w_loss, w_collapse must be > 0")
         if self.slow_rate > self.fast_rate:
             raise ValueError(
                 f"slow_rate ({self.slow_rate}) must not exceed fast_rate ({self.fast_rate})"
             )
 
-    def normalised_weights(self) -> tuple[float, float, float, float]:
-        """(gap, drift, grad, loss) weights summing to 1."""
-        total = self.w_gap + self.w_drift + self.w_grad + self.w_loss
-        return (self.w_gap / total, self.w_drift / total, self.w_grad / total, self.w_loss / total)
+    def normalised_weights(self) -> tuple[float, float, float, float, float]:
+        """(gap, drift, grad, loss, collapse) weights summing to 1."""
+        weights = (self.w_gap, self.w_drift, self.w_grad, self.w_loss, self.w_collapse)
+        total = sum(weights)
+        return tuple(w / total for w in weights)
 
 
 def health_params(settings: HealthSettings) -> list[float]:
@@ -213,12 +233,15 @@ def health_params(settings: HealthSettings) -> list[float]:
         params[HealthParam.W_DRIFT],
         params[HealthParam.W_GRAD],
         params[HealthParam.W_LOSS],
+        params[HealthParam.W_COLLAPSE],
     ) = settings.normalised_weights()
     params[HealthParam.GAP_SCALE] = settings.gap_scale
     params[HealthParam.Q_SCALE] = settings.q_scale
     params[HealthParam.DRIFT_TOL] = settings.drift_tol
     params[HealthParam.GRAD_TOL] = settings.grad_tol
     params[HealthParam.LOSS_TOL] = settings.loss_tol
+    params[HealthParam.COLLAPSE_SHARE] = settings.collapse_share
+    params[HealthParam.COLLAPSE_TOL] = settings.collapse_tol
     params[HealthParam.FAST_RATE] = settings.fast_rate
     params[HealthParam.SLOW_RATE] = settings.slow_rate
     params[HealthParam.RATE] = 1.0 / HEALTH_DECAY_STEPS
@@ -240,7 +263,7 @@ def foxhunt_declare(registrar: Registrar) -> None:
         VALUE, ResetCategory.SOFT_RESET, decay_steps=HEALTH_DECAY_STEPS,
         doc=f"bootstrap {HEALTH_BOOTSTRAP} at each fold, then an EMA of health.raw over {HEALTH_DECAY_STEPS} updates",
     )
-    registrar.slot(RAW, init=HEALTH_BOOTSTRAP, doc="instantaneous health: weighted geometric mean of the four symptom scores")
+    registrar.slot(RAW, init=HEALTH_BOOTSTRAP, doc="instantaneous health: weighted geometric mean of the five symptom scores")
     registrar.state(RAW, ResetCategory.FOLD_RESET, doc="recomputed at every update")
     registrar.slot(COUNT, doc="updates observed this fold (sets the warm-up rate of the symptom EMAs)")
     registrar.state(COUNT, ResetCategory.FOLD_RESET, doc="restarts the symptom EMAs' warm-up at every fold")
@@ -278,7 +301,8 @@ def foxhunt_kernels(config: Any, settings: HealthSettings) -> list[Kernel]:
             name="health.update",
             point=KernelPoint.STEP,
             run=BoundRun(_bind(settings)),
-            description="learning health from Q-gap, Q-drift, gradient-norm and loss-trend EMAs (docs/adaptive.md)",
+            description="learning health from Q-gap, Q-drift, gradient-norm and loss-trend EMAs and the greedy "
+                        "direction's share (docs/adaptive.md)",
             writes=SLOT_NAMES,
             # its EMAs carry state between updates: it reads those slots before it writes them
             reads=(*SIGNALS, VALUE, COUNT, Q_MEAN_EMA, GRAD_FAST, GRAD_SLOW, LOSS_FAST, LOSS_SLOW),

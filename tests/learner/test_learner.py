@@ -197,13 +197,15 @@ def test_signals_for_the_adaptive_kernels_are_written_in_place(make_learner) -> 
     torch.testing.assert_close(signals["learner.branch_grad_norm"], torch.stack(own).sum(0).sqrt().float())
     assert (signals["learner.branch_grad_norm"] > 0).all()
     q = learner.loss_inputs(learner.sample(16)).online.q.detach()
-    q_mean, q_std, q_gap = q_statistics(q, learner.network.action_mask, learner.network.n_valid)
+    q_mean, q_std, q_gap, greedy_share = q_statistics(q, learner.network.action_mask, learner.network.n_valid)
     greedy = q.max(-1).values
     torch.testing.assert_close(q_mean, greedy.mean(0))
     torch.testing.assert_close(q_std, greedy.std(0, unbiased=False))
     for branch in Branch:
         valid = q[:, branch, learner.network.action_mask[branch]]
         torch.testing.assert_close(q_gap[branch], (valid.max(-1).values - valid.mean(-1)).mean())
+        counts = torch.bincount(valid.argmax(-1), minlength=valid.shape[-1])
+        torch.testing.assert_close(greedy_share[branch], counts.max().to(q.dtype) / q.shape[0])
     assert signals["learner.component_grad_norm"] is learner.gradients.component_norms
 
 

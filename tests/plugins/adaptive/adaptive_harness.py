@@ -101,6 +101,7 @@ def random_signals(rng: np.random.Generator, device: str = "cpu", envs: int = 7)
         "learner.q_gap": t(rng.exponential(0.1, N_BRANCHES)),
         "learner.q_mean": t(rng.normal(0.0, 3.0, N_BRANCHES)),
         "learner.q_std": t(rng.exponential(1.0, N_BRANCHES)),
+        "learner.greedy_share": t(rng.uniform(0.3, 1.0, N_BRANCHES)),
         "learner.grad_norm": t(rng.exponential(2.0, 1)),
         "learner.loss": t(rng.normal(1.0, 0.5, ())),
         "learner.branch_grad_norm": t(rng.exponential(1.0, N_BRANCHES) + 1e-3),

@@ -55,7 +55,10 @@ def health_ref(isv, layout, prm, sig):
     s_drift = score(drift, prm[P.DRIFT_TOL])
     s_grad = score(gf / (gs + 1e-12) - 1.0, prm[P.GRAD_TOL])
     s_loss = score((lf - ls) / (abs(ls) + 1e-12), prm[P.LOSS_TOL])
+    share = float(sig[health.GREEDY_SHARE].astype(np.float64)[Branch.DIRECTION])
+    s_collapse = score((share - prm[P.COLLAPSE_SHARE]) / (1.0 - prm[P.COLLAPSE_SHARE]), prm[P.COLLAPSE_TOL])
     raw = (gap_score ** prm[P.W_GAP]) * (s_drift ** prm[P.W_DRIFT]) * (s_grad ** prm[P.W_GRAD]) * (s_loss ** prm[P.W_LOSS])
+    raw *= s_collapse ** prm[P.W_COLLAPSE]
     value = get(health.VALUE)[0]
     out[_span(layout, health.GRAD_FAST)] = gf
     out[_span(layout, health.GRAD_SLOW)] = gs

@@ -19,8 +19,8 @@ from foxhunt_plugins.adaptive.kelly import KellySettings
 CONFIGS = {
     "defaults": {},
     "tuned": {
-        "health": {"w_gap": 0.0, "w_drift": 2.0, "w_grad": 1.0, "w_loss": 0.5, "gap_scale": 0.2, "fast_rate": 0.3,
-                   "slow_rate": 0.05},
+        "health": {"w_gap": 0.0, "w_drift": 2.0, "w_grad": 1.0, "w_loss": 0.5, "w_collapse": 1.5, "gap_scale": 0.2,
+                   "collapse_share": 0.8, "collapse_tol": 0.1, "fast_rate": 0.3, "slow_rate": 0.05},
         "tau": {"start": 0.05, "end": 0.002, "floor_min": 0.0, "floor_max": 0.03},
         "kelly": {"prior_wins": 1.0, "prior_losses": 3.0, "warmup_trades": 0.0, "safety_floor": 0.2, "min_cap": 0.0},
         "support": {"std_multiple": 2.0, "min_half_width": 0.5, "max_half_width": 8.0, "center_bound": 2.0,

@@ -32,7 +32,9 @@ def test_a_toml_table_and_a_set_reach_their_plugin(tmp_path):
 
 def test_health_weights_are_normalised():
     weights = HealthSettings(w_gap=2.0, w_drift=0.0, w_grad=1.0, w_loss=1.0).normalised_weights()
-    assert weights == pytest.approx((0.5, 0.0, 0.25, 0.25))
+    assert weights == pytest.approx((0.5, 0.0, 0.25, 0.25, 0.0))  # the collapse symptom is off by default
+    weights = HealthSettings(w_gap=1.0, w_drift=1.0, w_grad=1.0, w_loss=0.0, w_collapse=1.0).normalised_weights()
+    assert weights == pytest.approx((0.25, 0.25, 0.25, 0.0, 0.25))
     assert sum(HealthSettings().normalised_weights()) == pytest.approx(1.0)
 
 
@@ -41,6 +43,7 @@ def test_health_weights_are_normalised():
     [
         (lambda: HealthSettings(w_gap=0.0, w_drift=0.0, w_grad=0.0, w_loss=0.0), "at least one"),
         (lambda: HealthSettings(fast_rate=0.01, slow_rate=0.1), "slow_rate"),
+        (lambda: HealthSettings(collapse_share=1.0), "collapse_share"),
         (lambda: TauSettings(start=0.001, end=0.01), "end"),
         (lambda: TauSettings(floor_min=0.5, floor_max=0.1), "floor_min"),
         (lambda: GammaSettings(minimum=(0.9, 0.9, 0.9)), "one value per branch"),
