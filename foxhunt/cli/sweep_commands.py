@@ -77,9 +77,12 @@ def _executor(name: str, workers: int | None, ray_address: str | None, gpus: int
                                                        "instead of starting a local one.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
               help="Where trials train (default: the config's); on CUDA each trial takes one GPU.")
+@click.option("--reports/--no-reports", default=True,
+              help="Each trial builds its report.html (default: on; a few seconds of drawing per trial). A retry "
+                   "keeps the sweep's choice.")
 @click.option("--progress/--no-progress", default=True, help="A progress bar over the trials on a terminal.")
 def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir, retry_dir, executor, workers,
-                  threads, ray_address, device, progress) -> None:
+                  threads, ray_address, device, reports, progress) -> None:
     """Run a config over seeds x folds (x variants) as independent trials.
 
     \b
@@ -142,7 +145,7 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
             spec = attrs.evolve(spec, seeds=seeds)
         check_spec(spec, tomllib.loads(base), str(spec_path or "--seeds"))
         directory = out_dir if out_dir is not None else fresh_run_path(Path(resolved.train.out_dir) / "sweep")
-        plan = start_sweep(directory, base, spec)
+        plan = start_sweep(directory, base, spec, reports=reports)
     config = plan.trial_config(plan.trials[0])
     trial_threads = threads or max(1, config.run.threads)
     gpus = _gpu_count() if plan.device == "cuda" else 0

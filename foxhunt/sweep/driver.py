@@ -32,7 +32,7 @@ class Executor(Protocol):
     def run(self, jobs: list[TrialJob], on_done: Callable[[TrialJob, TrialOutcome], None]) -> None: ...
 
 
-def start_sweep(directory: Path, base_config: str, spec: SweepSpec) -> SweepPlan:
+def start_sweep(directory: Path, base_config: str, spec: SweepSpec, *, reports: bool = True) -> SweepPlan:
     """Write the plan of a new sweep into ``directory`` (new or empty); a sweep already there is refused."""
     directory = Path(directory)
     if (directory / PLAN_FILE).exists():
@@ -41,7 +41,7 @@ def start_sweep(directory: Path, base_config: str, spec: SweepSpec) -> SweepPlan
     if directory.exists() and any(directory.iterdir()):
         raise FoxhuntError(f"{directory} is not empty and holds no sweep; choose a new or empty folder with --out")
     directory.mkdir(parents=True, exist_ok=True)
-    plan = make_plan(base_config, spec)
+    plan = make_plan(base_config, spec, reports=reports)
     durable.write_text(directory / "base.toml", base_config)
     write_plan(directory, plan)
     return plan

@@ -76,7 +76,7 @@ def _trials_table(trials: list[dict[str, Any]]) -> str:
     rows = []
     for trial in trials:
         name = html_text(trial["name"])
-        link = f"<a href='{html_text(trial['report'])}'>{name}</a>" if trial["state"] == "complete" else name
+        link = f"<a href='{html_text(trial['report'])}'>{name}</a>" if trial.get("report") else name
         seconds = html_number(trial["seconds"], ".1f") if trial.get("seconds") is not None else ""
         rows.append(f"<tr class='{html_text(trial['state'])}'><td>{link}</td><td>v{html_text(trial['variant'])}</td>"
                     f"<td>{html_text(trial['seed'])}</td><td>{html_text(trial['fold'])}</td>"

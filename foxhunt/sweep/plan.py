@@ -60,6 +60,7 @@ class SweepPlan:
     base_config: str
     spec: SweepSpec
     trials: list[Trial]
+    reports: bool = True  # each trial builds its report.html (a few seconds of matplotlib per trial)
 
     def trial(self, name: str) -> Trial:
         for trial in self.trials:
@@ -76,7 +77,7 @@ class SweepPlan:
         return structure(tomllib.loads(self.base_config), FoxhuntConfig, source="sweep base config").run.device
 
 
-def make_plan(base_config: str, spec: SweepSpec) -> SweepPlan:
+def make_plan(base_config: str, spec: SweepSpec, *, reports: bool = True) -> SweepPlan:
     """Every trial of ``spec`` on ``base_config``: variants outermost, then seeds, then folds."""
     n_folds = structure(tomllib.loads(base_config), FoxhuntConfig, source="sweep base config").folds.n_folds
     folds = spec.folds if spec.folds is not None else list(range(n_folds))
@@ -87,12 +88,12 @@ def make_plan(base_config: str, spec: SweepSpec) -> SweepPlan:
         for seed in spec.seed_list:
             for fold in folds:
                 trials.append(Trial(f"{prefix}seed{seed}_fold{fold}", index, label, overrides, seed, fold))
-    return SweepPlan(base_config, spec, trials)
+    return SweepPlan(base_config, spec, trials, reports)
 
 
 def write_plan(directory: Path, plan: SweepPlan) -> Path:
     data = {"version": PLAN_VERSION, "base_config": plan.base_config, "spec": unstructure(plan.spec),
-            "trials": [attrs.asdict(trial) for trial in plan.trials]}
+            "reports": plan.reports, "trials": [attrs.asdict(trial) for trial in plan.trials]}
     return durable.write_text(Path(directory) / PLAN_FILE, json.dumps(data, indent=1))
 
 
@@ -105,6 +106,6 @@ def read_plan(directory: Path) -> SweepPlan:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         spec = parse_spec(data["spec"], str(path))
         trials = [Trial(**trial) for trial in data["trials"]]
-        return SweepPlan(str(data["base_config"]), spec, trials)
+        return SweepPlan(str(data["base_config"]), spec, trials, bool(data["reports"]))
     except (ValueError, KeyError, TypeError, ConfigError) as error:
         raise FoxhuntError(f"{path}: cannot read the sweep plan ({error}); the file is damaged") from None

@@ -63,7 +63,9 @@ def results_data(directory: Path, plan: SweepPlan, outcomes: Mapping[str, TrialO
         if overall is not None:
             overall_by_variant.setdefault(trial.variant, []).append(overall)
         trials.append({"name": trial.name, "variant": trial.variant, "seed": trial.seed, "fold": trial.fold,
-                       **outcome.record(), "run_dir": trial.name, "report": f"{trial.name}/report.html",
+                       **outcome.record(), "run_dir": trial.name,
+                       **({"report": f"{trial.name}/report.html"} if (directory / trial.name / "report.html").is_file()
+                          else {}),
                        **({"test": overall} if overall is not None else {})})
     variants = []
     labels = dict.fromkeys((trial.variant, trial.label, tuple(trial.overrides)) for trial in plan.trials)

@@ -6,7 +6,8 @@ executor reads what happened from the exit status (:mod:`foxhunt.sweep.outcome`)
 The process trains the trial as ``foxhunt train`` would — the base config plus
 the trial's overrides, ``run.seed`` and ``folds.only`` — into ``SWEEP_DIR/NAME``,
 writes ``sweep_trial.json`` there (which sweep, which trial, the process id),
-and builds the run's ``report.html``, which links back to ``sweep.html``.
+and builds the run's ``report.html`` (unless the sweep was started with
+``--no-reports``), which links back to ``sweep.html``.
 
 Exit codes are those of ``foxhunt train`` (:mod:`foxhunt.cli.common`): 0 the run
 finished, 2 a foxhunt error (printed as one paragraph), 3 stopped early by
@@ -61,11 +62,12 @@ def run_trial(sweep_dir: Path, name: str, threads: int) -> int:
         try:
             summary = Trainer(config, run_dir, stop=stop, show_progress=False).run()
         except BandStop as reason:
-            build_report(run_dir.path)
+            if plan.reports:
+                build_report(run_dir.path)
             print(f"error: {reason}", file=sys.stderr)
             return EXIT_OUT_OF_BAND
         except FoxhuntError as error:
-            if (run_dir.path / "summary.json").is_file():
+            if plan.reports and (run_dir.path / "summary.json").is_file():
                 build_report(run_dir.path)  # a numerical fault: summary.json and the report name it
             print(f"error: {error}", file=sys.stderr)
             return EXIT_USER_ERROR
@@ -74,7 +76,8 @@ def run_trial(sweep_dir: Path, name: str, threads: int) -> int:
     if summary is None:
         print("error: stopped early (SIGTERM or Ctrl-C) before the run finished", file=sys.stderr)
         return EXIT_STOPPED
-    build_report(run_dir.path)
+    if plan.reports:
+        build_report(run_dir.path)
     return 0
 
 
