@@ -1,8 +1,11 @@
-"""One sweep trial, trained in a process of its own: ``python -m foxhunt.sweep.trial SWEEP_DIR NAME``.
+"""One sweep trial: :func:`run_trial`, run as ``python -m foxhunt.sweep.trial SWEEP_DIR NAME`` or in a Ray worker.
 
-Every executor starts trials through :func:`foxhunt.sweep.local.trial_command`, so a trial that
-crashes, runs out of memory or is killed takes only its own process down; the
-executor reads what happened from the exit status (:mod:`foxhunt.sweep.outcome`).
+The local executor starts each trial as a process of its own
+(:func:`foxhunt.sweep.local.trial_command`), and the Ray executor runs it in the
+worker process Ray gives its task, so a trial that crashes, runs out of memory
+or is killed takes only its own process down; the executor reads what happened
+from the exit code :func:`run_trial` returns, the process's exit status or
+Ray's error (:mod:`foxhunt.sweep.outcome`).
 The process trains the trial as ``foxhunt train`` would — the base config plus
 the trial's overrides, ``run.seed`` and ``folds.only`` — into ``SWEEP_DIR/NAME``,
 writes ``sweep_trial.json`` there (which sweep, which trial, the process id),
@@ -43,7 +46,11 @@ def run_trial(sweep_dir: Path, name: str, threads: int) -> int:
     from foxhunt.trainer.run_dir import RunDirectory
     from foxhunt.trainer.trainer import Trainer
 
+    import numba
+
+    # The trial's share of the machine: without this, trials side by side would each use every core.
     torch.set_num_threads(threads)
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     sweep_dir = Path(sweep_dir)
     try:
         plan = read_plan(sweep_dir)
