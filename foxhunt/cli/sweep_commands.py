@@ -44,13 +44,10 @@ def _mean_ci(stats: dict, spec: str = "+.2f", interval: bool = True) -> str:
 
 def _executor(name: str, workers: int | None, ray_address: str | None, gpus: int):
     from foxhunt.sweep.local import LocalExecutor
-    from foxhunt.sweep.ray_cluster import RayExecutor, import_ray
+    from foxhunt.sweep.ray_cluster import RayExecutor
 
     if name == "ray":
-        import_ray()  # a missing Ray is one paragraph before anything is written
         return RayExecutor(address=ray_address, init_options={} if workers is None else {"num_cpus": workers})
-    if ray_address is not None:
-        raise ConfigError("--ray-address is for --executor ray")
     return LocalExecutor(workers=workers, gpus=gpus)
 
 
@@ -119,6 +116,7 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
     were interrupted (sweep.json says why; continue with --retry).
     """
     from foxhunt.config import dump_config, load_config
+    from foxhunt.profiles import device_name
     from foxhunt.sweep.driver import pending_trials, run_pending, start_sweep
     from foxhunt.sweep.plan import read_plan
     from foxhunt.sweep.progress import SweepProgress
@@ -126,6 +124,12 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
     from foxhunt.sweep.spec import SweepSpec, check_spec, load_spec
     from foxhunt.trainer.run_dir import fresh_run_path
 
+    if executor == "ray":
+        from foxhunt.sweep.ray_cluster import import_ray
+
+        import_ray()  # a missing Ray is one paragraph before the sweep directory is written
+    elif ray_address is not None:
+        raise ConfigError("--ray-address is for --executor ray")
     if retry_dir is not None:
         if config_path or overrides or data_source or spec_path or seeds or out_dir or device:
             raise ConfigError("--retry continues a sweep with its own plan; drop --config, --set, --data, --spec, "
@@ -148,7 +152,7 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
         plan = start_sweep(directory, base, spec, reports=reports)
     config = plan.trial_config(plan.trials[0])
     trial_threads = threads or max(1, config.run.threads)
-    gpus = _gpu_count() if plan.device == "cuda" else 0
+    gpus = _gpu_count() if device_name(plan.device) == "cuda" else 0
     runner = _executor(executor, workers, ray_address, gpus)
     pending = len(pending_trials(directory, plan, read_outcomes(directory)))
     console.print(f"sweep {directory}: {len(plan.trials)} trials, {pending} to run on {executor}")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from foxhunt import durable
 from foxhunt.errors import FoxhuntError
+from foxhunt.profiles import device_name
 from foxhunt.sweep.local import TrialJob
 from foxhunt.sweep.outcome import COMPLETE, TrialOutcome
 from foxhunt.sweep.plan import PLAN_FILE, SweepPlan, make_plan, read_plan, write_plan
@@ -69,7 +70,8 @@ def run_pending(directory: Path, executor: Executor, *, threads: int = 1,
             if (directory / name).exists():
                 shutil.rmtree(directory / name)  # a failed or interrupted trial starts again from scratch
         write_results(directory, plan, outcomes)
-        gpu = plan.device == "cuda"
+        # `auto` is decided by the driver's machine: give --device cuda to get one GPU per trial on a cluster
+        gpu = device_name(plan.device) == "cuda"
         jobs = [TrialJob(directory, name, threads, gpu) for name in names]
 
         def done(job: TrialJob, outcome: TrialOutcome) -> None:

@@ -15,9 +15,7 @@ import structlog
 import trainer_testkit as kit
 from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture, shared with tests/trainer
 from foxhunt.config import dump_config, load_config
-
-# The trainer tests' tiny run with three folds of one epoch each: warm-up + 300 + 5 + 80 + 5 + 3 x 80 < 800 bars.
-SWEEP_TINY = (*kit.TINY, "train.epochs=1", "folds.n_folds=3", f'data.source="{kit.TINY_DATA}"', 'run.device="cpu"')
+from sweep_testkit import SWEEP_TINY
 
 
 @pytest.fixture(autouse=True)

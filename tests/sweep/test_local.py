@@ -7,10 +7,13 @@ the kernel cache is warm (the ``warm_cache`` fixture).
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 
+import pytest
 import trainer_testkit as kit
-from conftest import SWEEP_TINY
+from sweep_testkit import SWEEP_TINY, kill_when_started
 
 
 def sweep_args(out: Path, spec: Path, *extra: str) -> list[str]:
@@ -82,3 +85,31 @@ def test_retry_refuses_options_that_would_change_the_plan(tmp_path: Path) -> Non
     (tmp_path / "s").mkdir()
     result = kit.invoke("sweep", "--retry", str(tmp_path / "s"), "--seeds", "2")
     assert result.exit_code == 2 and "--retry continues a sweep with its own plan" in result.stderr
+
+
+def test_a_missing_ray_is_refused_before_the_sweep_directory_is_written(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError, as without the extra
+    result = kit.invoke("sweep", *kit.set_args(SWEEP_TINY), "--out", str(tmp_path / "s"), "--executor", "ray")
+    assert result.exit_code == 2 and "pip install 'foxhunt[sweep]'" in result.stderr
+    assert not (tmp_path / "s").exists()
+    result = kit.invoke("sweep", "--out", str(tmp_path / "s"), "--ray-address", "10.0.0.1:6379")
+    assert result.exit_code == 2 and "--ray-address is for --executor ray" in result.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_killed_local_trial_is_recorded_with_its_signal_and_a_retry_completes_it(tmp_path: Path,
+                                                                                  warm_cache: Path) -> None:
+    spec = tmp_path / "sweep.toml"
+    spec.write_text("seeds = 1\nfolds = [0]\n", encoding="utf-8")
+    out = tmp_path / "sweep"
+    killer = threading.Thread(target=kill_when_started, args=(out / "seed0_fold0", {}))
+    killer.start()
+    result = kit.invoke(*sweep_args(out, spec, "--no-reports"))
+    killer.join()
+    assert result.exit_code == 3, result.output + result.stderr
+    trial = read_json(out / "sweep.json")["trials"][0]
+    assert (trial["state"], trial["signal"]) == ("failed", "SIGKILL")
+    result = kit.invoke("sweep", "--retry", str(out), "--no-progress")
+    assert result.exit_code == 0, result.output + result.stderr
+    assert read_json(out / "sweep.json")["counts"] == {"complete": 1, "failed": 0, "missing": 0}

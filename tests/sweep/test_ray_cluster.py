@@ -9,31 +9,15 @@ finish every other trial, record the kill, and a retry must run that trial alone
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
-import time
 from pathlib import Path
 
+from sweep_testkit import kill_when_started
 from foxhunt.sweep.driver import run_pending, start_sweep
 from foxhunt.sweep.ray_cluster import RayExecutor
 from foxhunt.sweep.spec import SweepSpec
 
 VICTIM = "seed1_fold1"
-
-
-def kill_when_started(run_dir: Path, killed: dict, timeout: float = 120.0) -> None:
-    """SIGKILL the trial process of ``run_dir`` once it is running (its record names its pid)."""
-    record = run_dir / "sweep_trial.json"
-    deadline = time.monotonic() + timeout
-    while not record.is_file():
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.02)
-    pid = json.loads(record.read_text(encoding="utf-8"))["pid"]
-    os.kill(pid, signal.SIGKILL)
-    killed["pid"] = pid
-    killed["finished_before_kill"] = (run_dir / "summary.json").exists()
 
 
 def test_a_trial_killed_on_ray_is_recorded_and_a_retry_completes_the_sweep(tmp_path: Path, base_config: str,
