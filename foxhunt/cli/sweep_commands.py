@@ -127,6 +127,9 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
     if executor == "ray":
         from foxhunt.sweep.ray_cluster import import_ray
 
+        if ray_address is not None and workers is not None:
+            raise ConfigError("--workers sizes the local Ray cluster foxhunt starts; an existing cluster "
+                              "(--ray-address) has the size its nodes gave it with `ray start`")
         import_ray()  # a missing Ray is one paragraph before the sweep directory is written
     elif ray_address is not None:
         raise ConfigError("--ray-address is for --executor ray")

@@ -96,6 +96,10 @@ def test_a_missing_ray_is_refused_before_the_sweep_directory_is_written(tmp_path
     result = kit.invoke("sweep", "--out", str(tmp_path / "s"), "--ray-address", "10.0.0.1:6379")
     assert result.exit_code == 2 and "--ray-address is for --executor ray" in result.stderr
     assert not (tmp_path / "s").exists()
+    result = kit.invoke("sweep", "--out", str(tmp_path / "s"), "--executor", "ray", "--ray-address", "auto",
+                        "--workers", "4")
+    assert result.exit_code == 2 and "--workers sizes the local Ray cluster" in result.stderr
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_killed_local_trial_is_recorded_with_its_signal_and_a_retry_completes_it(tmp_path: Path,
