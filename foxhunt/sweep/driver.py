@@ -55,6 +55,15 @@ def pending_trials(directory: Path, plan: SweepPlan, outcomes: dict[str, TrialOu
             or not (Path(directory) / trial.name / "summary.json").is_file()]
 
 
+def _discard(run_dir: Path) -> None:
+    """Delete a failed or interrupted trial's folder, so it starts again from scratch — unless a process still
+    trains it (a trial left running by a driver that was killed): its run lock names that process."""
+    lock = RunLock(run_dir)
+    lock.acquire()  # RunLocked, one paragraph naming the process, while that trial still runs
+    lock.release()
+    shutil.rmtree(run_dir)
+
+
 def run_pending(directory: Path, executor: Executor, *, threads: int = 1,
                 on_trial: Callable[[str, TrialOutcome], None] | None = None) -> dict[str, Any]:
     """Run the sweep's pending trials on ``executor``; returns the final ``sweep.json`` data."""
@@ -68,7 +77,7 @@ def run_pending(directory: Path, executor: Executor, *, threads: int = 1,
         for name in names:
             outcomes.pop(name, None)
             if (directory / name).exists():
-                shutil.rmtree(directory / name)  # a failed or interrupted trial starts again from scratch
+                _discard(directory / name)
         write_results(directory, plan, outcomes)
         # `auto` is decided by the driver's machine: give --device cuda to get one GPU per trial on a cluster
         gpu = device_name(plan.device) == "cuda"

@@ -43,3 +43,21 @@ def test_a_damaged_plan_is_one_paragraph(tmp_path: Path) -> None:
         read_plan(tmp_path)
     with pytest.raises(FoxhuntError, match=r"no plan.json; is this a folder `foxhunt sweep` wrote"):
         read_plan(tmp_path / "missing")
+
+
+def test_a_retry_never_deletes_a_trial_that_a_live_process_still_trains(tmp_path: Path, base_config: str) -> None:
+    from foxhunt.sweep.driver import run_pending
+    from foxhunt.sweep.local import LocalExecutor
+    from foxhunt.trainer.run_lock import RunLock, RunLocked
+
+    directory = tmp_path / "s"
+    start_sweep(directory, base_config, SweepSpec(seeds=1, folds=[0]), reports=False)
+    (directory / "seed0_fold0").mkdir()
+    held = RunLock(directory / "seed0_fold0")
+    held.acquire()  # as a trial process left running by a killed driver holds it
+    try:
+        with pytest.raises(RunLocked, match=r"seed0_fold0 is being written by another foxhunt process"):
+            run_pending(directory, LocalExecutor())
+        assert (directory / "seed0_fold0").is_dir()
+    finally:
+        held.release()
