@@ -168,7 +168,7 @@ def sweep_command(config_path, overrides, data_source, spec_path, seeds, out_dir
         try:
             data = run_pending(directory, runner, threads=trial_threads, on_trial=on_trial)
         except KeyboardInterrupt:
-            # the trial processes got the Ctrl-C too and stop at their epoch boundary; they count as failed
+            # the trial processes got the Ctrl-C too and stop at their epoch boundary; unrecorded, they are missing
             console.print(f"interrupted; finish the sweep with: foxhunt sweep --retry {directory}")
             click.get_current_context().exit(EXIT_STOPPED)
     console.print(_summary_table(data))
