@@ -52,6 +52,9 @@ class FoldConfig:
     ``test_bars`` the window its chosen policy is then reported on.
     ``embargo_bars`` separates training from validation and validation from
     test; make it at least the longest n-step or reward horizon the learner uses.
+    ``only`` trains and tests fold ``only`` alone (0-based, below ``n_folds``): the
+    windows stay where the whole walk-forward puts them, so the folds of one
+    layout can run as separate runs (``foxhunt sweep``) and still be compared.
     """
 
     n_folds: int = attrs.field(default=3, validator=_at_least(1))
@@ -60,6 +63,17 @@ class FoldConfig:
     test_bars: int = attrs.field(default=500, validator=_at_least(2))
     embargo_bars: int = attrs.field(default=24, validator=_at_least(0))
     mode: str = attrs.field(default="rolling", validator=attrs.validators.in_(MODES))
+    only: int | None = attrs.field(default=None, validator=attrs.validators.optional(_at_least(0)))
+
+    def __attrs_post_init__(self) -> None:
+        # a validator sees one field at a time; this rule ties two together
+        if self.only is not None and self.only >= self.n_folds:
+            raise ValueError(f"'only' must name one of the {self.n_folds} folds (0 to {self.n_folds - 1}), "
+                             f"got {self.only}")
+
+    def selected(self) -> range:
+        """The indices of the folds a run trains: every fold, or just ``only``."""
+        return range(self.n_folds) if self.only is None else range(self.only, self.only + 1)
 
 
 @attrs.frozen

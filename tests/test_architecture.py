@@ -140,7 +140,8 @@ def test_the_public_api_contract_forbids_every_core_module_but_the_contract():
 
 
 @pytest.mark.parametrize("package", ["foxhunt.data", "foxhunt.env", "foxhunt.features", "foxhunt.kernels",
-                                     "foxhunt.learner", "foxhunt.trainer", "foxhunt.tune"])
+                                     "foxhunt.learner", "foxhunt.trainer", "foxhunt.tune",
+                                     "foxhunt.sweep"])
 def test_every_package_imports_first_in_a_fresh_interpreter(package: str) -> None:
     # a circular import between packages shows only when the cycle's far end is imported first
     done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True)

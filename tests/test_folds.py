@@ -112,3 +112,15 @@ def test_describe_folds_rows():
     daily = load("sp500-1d-1999-2018")
     (row,) = describe_folds(make_folds(len(daily), FoldConfig(n_folds=1), 64), daily.timestamps)
     assert row.test_end == "2018-12-31"
+
+
+def test_only_names_one_of_the_folds_and_selects_it() -> None:
+    from foxhunt.config import load_config
+    from foxhunt.errors import ConfigError
+
+    assert list(FoldConfig(n_folds=3).selected()) == [0, 1, 2]
+    assert list(FoldConfig(n_folds=3, only=2).selected()) == [2]
+    with pytest.raises(ConfigError, match=r"folds.only: 'only' must name one of the 3 folds \(0 to 2\), got 3"):
+        load_config(None, ["folds.n_folds=3", "folds.only=3"])
+    with pytest.raises(ConfigError, match=r"folds: folds.only must be an integer >= 0, got -1"):
+        load_config(None, ["folds.only=-1"])

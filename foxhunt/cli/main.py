@@ -22,6 +22,7 @@ from foxhunt.cli.export_commands import export_command
 from foxhunt.cli.inspect_commands import config_group, layout_group, plugins_group, registry_group
 from foxhunt.cli.logs import configure_logging
 from foxhunt.cli.profile_commands import profile_command
+from foxhunt.cli.sweep_commands import sweep_command
 from foxhunt.cli.train_commands import backtest_command, datasets_group, report_command, train_command
 from foxhunt.cli.tune_commands import tune_command
 from foxhunt.errors import FoxhuntError
@@ -95,6 +96,7 @@ cli.add_command(backtest_command)
 cli.add_command(export_command)
 cli.add_command(report_command)
 cli.add_command(tune_command)
+cli.add_command(sweep_command)
 cli.add_command(bands_group)
 cli.add_command(profile_command)
 cli.add_command(datasets_group)

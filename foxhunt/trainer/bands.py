@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -191,9 +192,20 @@ def _selected(available: Sequence[str], wanted: Sequence[str], source: Path) -> 
     return chosen
 
 
+def _only_fold(run: Path) -> int | None:
+    """The one fold a run trained (``folds.only`` in its ``config.toml``), or None for every fold."""
+    try:
+        only = tomllib.loads((run / "config.toml").read_text(encoding="utf-8")).get("folds", {}).get("only")
+    except (OSError, ValueError):
+        return None  # no readable config: the run's metrics say which folds it reached
+    return only if isinstance(only, int) else None
+
+
 def fit_bands(runs: Sequence[Path], *, k: float = 3.0, patience: int = 2, metrics: Sequence[str] = (),
               relative_floor: float = 0.01, absolute_floor: float = 1e-6) -> BandsFile:
-    """Bands over ``runs`` (run directories) for every (fold, epoch) all of them reached.
+    """Bands over ``runs`` (run directories) for every (fold, epoch) all of them reached; a run of one fold
+    (``folds.only``, as each trial of ``foxhunt sweep`` is) counts only for its fold, so the trials of a sweep
+    give each fold's bands over their seeds.
 
     ``metrics``: metric names or section names (default: every banded metric of the first run's first line).
     """
@@ -205,15 +217,21 @@ def fit_bands(runs: Sequence[Path], *, k: float = 3.0, patience: int = 2, metric
         names = _selected(names, metrics, runs[0])
         first = {position: {n: values[n] for n in names} for position, values in first.items()}
     per_run = [first] + [_epoch_values(run, names)[0] for run in runs[1:]]
-    shared = sorted(set.intersection(*(set(values) for values in per_run)))
+    only = [_only_fold(run) for run in runs]
+    shared = []
+    for fold, epoch in sorted(set().union(*per_run)):
+        # a run of one fold (folds.only, a sweep's trial) stands for that fold alone
+        members = [values for values, trained in zip(per_run, only) if trained in (None, fold)]
+        if len(members) >= 2 and all((fold, epoch) in values for values in members):
+            shared.append(((fold, epoch), members))
     if not shared:
         raise FoxhuntError(f"the runs share no (fold, epoch): {', '.join(map(str, runs))}; fit bands on runs of "
-                           "one config")
+                           "one config (at least two runs of each fold)")
     epochs = []
-    for fold, epoch in shared:
+    for (fold, epoch), members in shared:
         mean, sigma = {}, {}
         for name in names:
-            values = [run_values[(fold, epoch)][name] for run_values in per_run]
+            values = [run_values[(fold, epoch)][name] for run_values in members]
             mean[name] = statistics.fmean(values)
             sigma[name] = max(statistics.stdev(values), relative_floor * abs(mean[name]), absolute_floor)
         epochs.append(EpochBands(fold, epoch, mean, sigma))

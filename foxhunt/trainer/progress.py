@@ -59,4 +59,4 @@ class RunProgress:
         if self._progress is None:
             return
         info = f"fold {fold} test sharpe {test['sharpe']:+.2f}  pnl {test['net_pnl']:+,.0f}"
-        self._progress.update(self._folds, completed=fold + 1, info=info)
+        self._progress.update(self._folds, advance=1, info=info)  # with folds.only, fold k is the first

@@ -13,7 +13,7 @@ multiples, the counter rule) is :mod:`foxhunt.trainer.report_figures`.
 
 The run's files are data, not trusted markup: a tampered ``summary.json`` or
 ``metrics.jsonl`` could hold ``<script>`` anywhere, so every value that reaches
-the page, numbers included, goes through :func:`_text` or :func:`_figure` (a
+the page, numbers included, goes through :func:`html_text` or :func:`html_number` (a
 number where one belongs, otherwise the escaped text of what is there). A file
 that is not what a run writes (not JSON, not an object where one belongs, a
 non-number in an equity curve) is one paragraph naming it. The report is
@@ -38,7 +38,8 @@ from foxhunt.trainer import report_figures as pictures
 from foxhunt.trainer.report_figures import Plot, is_number
 from foxhunt.trainer.run_dir import equity_file_name
 
-__all__ = ["build_report", "read_summary", "read_metrics", "read_equity", "read_slot_docs", "COUNTS_DEFINITION"]
+__all__ = ["build_report", "read_summary", "read_metrics", "read_equity", "read_slot_docs", "COUNTS_DEFINITION",
+           "REPORT_STYLE", "SWEEP_TRIAL_FILE", "html_text", "html_number", "figure_html"]
 
 METRIC_COLUMNS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 # Under every fold table: what the activity columns count (docs/fill-model.md, "Round trips").
@@ -60,15 +61,29 @@ WINDOW_SECTIONS = {
 }
 
 
+# The pages' one style sheet (the run report and foxhunt sweep's sweep.html).
+REPORT_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1000px; }
+table { border-collapse: collapse; font-size: 0.9em; }
+td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+tr.overall { font-weight: bold; }
+p.bankrupt { color: #a00; }
+img { display: block; margin: 1em 0 0.3em; max-width: 100%; }
+figure { margin: 0 0 1.5em; }
+figcaption, p.definitions, td.doc { font-size: 0.85em; color: #444; text-align: left; }
+"""
+# A trial of `foxhunt sweep` carries this file (foxhunt.sweep.trial); its report then links back to its sweep.
+SWEEP_TRIAL_FILE = "sweep_trial.json"
 
-def _text(value: Any) -> str:
+
+def html_text(value: Any) -> str:
     """Any value as HTML text: escaped, quotes included (it may land in an attribute)."""
     return html.escape(str(value), quote=True)
 
 
-def _figure(value: Any, spec: str = ".4g") -> str:
+def html_number(value: Any, spec: str = ".4g") -> str:
     """A number formatted with ``spec``; anything else (a tampered file's string or list) as escaped text."""
-    return format(value, spec) if is_number(value) else _text(value)
+    return format(value, spec) if is_number(value) else html_text(value)
 
 
 def _damaged(path: Path, where: str, value: Any, expected: str) -> FoxhuntError:
@@ -175,53 +190,53 @@ def read_slot_docs(run_dir: Path) -> dict[str, str]:
     return {}
 
 
-def _figure_html(plot: Plot, kind: str) -> str:
+def figure_html(plot: Plot, kind: str) -> str:
     """``plot`` as a PNG in a ``<figure>``: the alt text, then a caption naming each panel and its legend."""
     encoded = base64.b64encode(pictures.png(pictures.draw(plot))).decode("ascii")
     panels = "; ".join(
-        f"{_text(panel.ylabel)} ({', '.join(_text(line.label) for line in panel.lines)})" for panel in plot.panels
+        f"{html_text(panel.ylabel)} ({', '.join(html_text(line.label) for line in panel.lines)})" for panel in plot.panels
     )
-    notes = "".join(f"<br><code>{_text(name)}</code>: {_text(doc)}" for name, doc in plot.notes)
-    return (f"<figure class='{_text(kind)}'><img alt=\"{_text(plot.alt)}\" src=\"data:image/png;base64,{encoded}\">"
-            f"<figcaption>{_text(plot.title)}: {panels}{notes}</figcaption></figure>")
+    notes = "".join(f"<br><code>{html_text(name)}</code>: {html_text(doc)}" for name, doc in plot.notes)
+    return (f"<figure class='{html_text(kind)}'><img alt=\"{html_text(plot.alt)}\" src=\"data:image/png;base64,{encoded}\">"
+            f"<figcaption>{html_text(plot.title)}: {panels}{notes}</figcaption></figure>")
 
 
 def _image_html(data: bytes, alt: str, kind: str) -> str:
     encoded = base64.b64encode(data).decode("ascii")
-    return f"<figure class='{_text(kind)}'><img alt=\"{_text(alt)}\" src=\"data:image/png;base64,{encoded}\"></figure>"
+    return f"<figure class='{html_text(kind)}'><img alt=\"{html_text(alt)}\" src=\"data:image/png;base64,{encoded}\"></figure>"
 
 
 def _cell(metrics: dict[str, Any], column: str) -> str:
     if column == "round_trips" and column not in metrics:
-        return _figure(metrics.get("trades", float("nan")))  # summary.json written when round trips were "trades"
+        return html_number(metrics.get("trades", float("nan")))  # summary.json written when round trips were "trades"
     if column == "fills" and column not in metrics:
         return "n/a"
-    return _figure(metrics.get(column, float("nan")))
+    return html_number(metrics.get(column, float("nan")))
 
 
 def _summary_table(summary: dict[str, Any], window: str) -> str:
     """Per fold and all-fold figures of every policy on ``window`` ("test" or "validation")."""
-    header = "".join(f"<th>{_text(c.replace('_', ' '))}</th>" for c in ("fold", "policy", *METRIC_COLUMNS))
+    header = "".join(f"<th>{html_text(c.replace('_', ' '))}</th>" for c in ("fold", "policy", *METRIC_COLUMNS))
     rows = []
     for fold in summary.get("folds", []):
         for policy in POLICIES:
             metrics = fold.get(window, {}).get(policy, {})
             cells = "".join(f"<td>{_cell(metrics, c)}</td>" for c in METRIC_COLUMNS)
-            rows.append(f"<tr><td>{_text(fold.get('fold'))}</td><td>{_text(policy)}</td>{cells}</tr>")
+            rows.append(f"<tr><td>{html_text(fold.get('fold'))}</td><td>{html_text(policy)}</td>{cells}</tr>")
     overall = summary.get(WINDOW_SECTIONS[window][0], {})
     for policy in POLICIES:
         metrics = overall.get(policy, {})
         if metrics:
             cells = "".join(f"<td>{_cell(metrics, c)}</td>" for c in METRIC_COLUMNS)
-            rows.append(f"<tr class='overall'><td>all</td><td>{_text(policy)}</td>{cells}</tr>")
-    return (f"<table class='{_text(window)}'><tr>{header}</tr>{''.join(rows)}</table>"
+            rows.append(f"<tr class='overall'><td>all</td><td>{html_text(policy)}</td>{cells}</tr>")
+    return (f"<table class='{html_text(window)}'><tr>{header}</tr>{''.join(rows)}</table>"
             f"<p class='definitions'>{COUNTS_DEFINITION}</p>")
 
 
 def _account_notice(summary: dict[str, Any], window: str, key: str, describe: Any, lead: str) -> list[str]:
     """One notice naming every fold and policy whose ``window`` figures hold ``key``, each described by ``describe``."""
     found = [
-        f"fold {_text(fold.get('fold'))} {_text(policy.replace('_', ' '))}: {describe(metrics)}"
+        f"fold {html_text(fold.get('fold'))} {html_text(policy.replace('_', ' '))}: {describe(metrics)}"
         for fold in summary.get("folds", [])
         for policy in POLICIES
         if key in (metrics := fold.get(window, {}).get(policy, {}))
@@ -232,7 +247,7 @@ def _account_notice(summary: dict[str, Any], window: str, key: str, describe: An
 def _bankruptcies(summary: dict[str, Any], window: str) -> list[str]:
     """Every fold and policy whose account went bankrupt on ``window``, and the bar."""
     return _account_notice(
-        summary, window, "bankrupt_bar", lambda metrics: f"bankrupt at bar {_text(metrics['bankrupt_bar'])}",
+        summary, window, "bankrupt_bar", lambda metrics: f"bankrupt at bar {html_text(metrics['bankrupt_bar'])}",
         "<strong>Bankrupt</strong> (equity at or below zero; the backtest traded no more after that bar and its "
         "figures include the ruin)",
     )
@@ -242,7 +257,7 @@ def _margin_calls(summary: dict[str, Any], window: str) -> list[str]:
     """Every fold and policy whose position the margin cut on ``window``: how often, from which bar."""
     return _account_notice(
         summary, window, "margin_calls",
-        lambda metrics: f"{_text(metrics['margin_calls'])} from bar {_text(metrics.get('first_margin_call_bar'))}",
+        lambda metrics: f"{html_text(metrics['margin_calls'])} from bar {html_text(metrics.get('first_margin_call_bar'))}",
         "<strong>Margin calls</strong> (a position larger than the account's margin allowed, cut at the market)",
     )
 
@@ -255,14 +270,14 @@ def _fold_number(value: Any) -> int | None:
 def _window_section(run_dir: Path, summary: dict[str, Any], window: str) -> list[str]:
     """The heading, table and per-fold equity plots of one window."""
     _, heading, plot_title = WINDOW_SECTIONS[window]
-    parts = [f"<h2 id='{_text(window)}'>{_text(heading)}</h2>", *_bankruptcies(summary, window),
+    parts = [f"<h2 id='{html_text(window)}'>{html_text(heading)}</h2>", *_bankruptcies(summary, window),
              *_margin_calls(summary, window),
              _summary_table(summary, window)]
     for fold in summary.get("folds", []):
         number = _fold_number(fold.get("fold"))
         path = run_dir / "equity" / equity_file_name(number, window) if number is not None else None
         if path is not None and path.is_file():
-            parts.append(_figure_html(pictures.equity_plot(number, read_equity(path), plot_title, window), "equity"))
+            parts.append(figure_html(pictures.equity_plot(number, read_equity(path), plot_title, window), "equity"))
     return parts
 
 
@@ -271,8 +286,8 @@ def _fault_notice(summary: dict[str, Any]) -> list[str]:
     fault = summary.get("fault")
     if not isinstance(fault, dict):
         return []
-    return [f"<p class='bankrupt'><strong>Stopped by a numerical fault</strong> in fold {_text(fault.get('fold'))}, "
-            f"epoch {_text(fault.get('epoch'))}: the first NaN or infinity came from {_text(fault.get('source'))}. "
+    return [f"<p class='bankrupt'><strong>Stopped by a numerical fault</strong> in fold {html_text(fault.get('fold'))}, "
+            f"epoch {html_text(fault.get('epoch'))}: the first NaN or infinity came from {html_text(fault.get('source'))}. "
             "The figures below cover only the folds finished before it.</p>"]
 
 
@@ -285,22 +300,22 @@ def _band_notice(summary: dict[str, Any]) -> list[str]:
     low, high = (band[0], band[1]) if isinstance(band, list) and len(band) == 2 else (None, None)
     epochs = stop.get("epochs")
     count = len(epochs) if isinstance(epochs, list) else None
-    return [f"<p class='bankrupt'><strong>Stopped by its regression bands</strong> in fold {_text(stop.get('fold'))}, "
-            f"epoch {_text(stop.get('epoch'))}: {_text(stop.get('metric'))} = {_figure(stop.get('value'), '.6g')} "
-            f"({_text(stop.get('reason'))}; band {_figure(low, '.10g')} to {_figure(high, '.10g')}, "
-            f"{_text(count)} consecutive epochs, patience {_text(stop.get('patience'))}; bands file "
-            f"{_text(stop.get('file'))}). The figures below cover only the folds finished before it.</p>"]
+    return [f"<p class='bankrupt'><strong>Stopped by its regression bands</strong> in fold {html_text(stop.get('fold'))}, "
+            f"epoch {html_text(stop.get('epoch'))}: {html_text(stop.get('metric'))} = {html_number(stop.get('value'), '.6g')} "
+            f"({html_text(stop.get('reason'))}; band {html_number(low, '.10g')} to {html_number(high, '.10g')}, "
+            f"{html_text(count)} consecutive epochs, patience {html_text(stop.get('patience'))}; bands file "
+            f"{html_text(stop.get('file'))}). The figures below cover only the folds finished before it.</p>"]
 
 
 def _counters_table(counters: list[pictures.Counter]) -> str:
     """Counter slots' values at each fold's last epoch (the rule: :mod:`foxhunt.trainer.report_figures`)."""
     folds = list(dict.fromkeys(fold for counter in counters for fold, _ in counter.by_fold))
-    header = "".join(f"<th>fold {_text(fold)}</th>" for fold in folds)
+    header = "".join(f"<th>fold {html_text(fold)}</th>" for fold in folds)
     rows = []
     for counter in counters:
         values = dict(counter.by_fold)
-        cells = "".join(f"<td>{_figure(values[f], '.0f') if f in values else ''}</td>" for f in folds)
-        rows.append(f"<tr><td>{_text(counter.name)}</td>{cells}<td class='doc'>{_text(counter.doc)}</td></tr>")
+        cells = "".join(f"<td>{html_number(values[f], '.0f') if f in values else ''}</td>" for f in folds)
+        rows.append(f"<tr><td>{html_text(counter.name)}</td>{cells}<td class='doc'>{html_text(counter.doc)}</td></tr>")
     return ("<h3>Counters</h3><p>Slots that count (whole numbers that never fall within a fold and grow at some "
             "point): not plotted beside the values, here at the end of each fold.</p>"
             f"<table class='counters'><tr><th>slot</th>{header}<th>meaning</th></tr>{''.join(rows)}</table>")
@@ -312,22 +327,38 @@ def _training_sections(metrics: list[dict[str, Any]], docs: dict[str, str]) -> l
     axis = pictures.EpochAxis.of(metrics)
     grad = pictures.series_plot("gradient norms", metrics, "grad_norms", "L2 norm", axis, log=True)
     if grad is not None:
-        sections += ["<h2>Gradient norms per loss component (pre-clip)</h2>", _figure_html(grad, "series")]
+        sections += ["<h2>Gradient norms per loss component (pre-clip)</h2>", figure_html(grad, "series")]
     plots, counters = pictures.adaptive_plots(metrics, docs, axis)
     if plots or counters:
         sections.append("<h2>Adaptive ISV values</h2><p>One picture per slot group, one panel per slot; under each, "
                         "what its slots mean as their plugins declare it.</p>")
-        sections += [_figure_html(plot, "adaptive") for plot in plots]
+        sections += [figure_html(plot, "adaptive") for plot in plots]
         if counters:
             sections.append(_counters_table(counters))
     losses = pictures.series_plot("loss per component", metrics, "losses", "loss", axis, log=True)
     if losses is not None:
-        sections += ["<h2>Losses per component</h2>", _figure_html(losses, "series")]
+        sections += ["<h2>Losses per component</h2>", figure_html(losses, "series")]
     actions = metrics[-1].get("actions") if metrics else None
     if isinstance(actions, dict) and actions:
         sections.append("<h2>Action distribution per branch (last epoch)</h2>")
         sections.append(_image_html(pictures.actions_png(actions), "action distribution per branch", "actions"))
     return sections
+
+
+def _sweep_link(run_dir: Path) -> str:
+    """For a trial of a sweep: a relative link to the sweep's page, naming the trial's seed and fold; else ''."""
+    path = run_dir / SWEEP_TRIAL_FILE
+    if not path.is_file():
+        return ""
+    try:
+        record = _object(json.loads(path.read_text(encoding="utf-8")), path, "the top level")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return ""  # the link is a convenience; `foxhunt sweep --retry` rewrites a damaged trial
+    label = record.get("label")
+    what = f"variant {html_text(label)}, " if label and label != "base" else ""
+    return (f"<p class='sweep'>Trial {html_text(record.get('trial', run_dir.name))} of a sweep ({what}seed "
+            f"{html_text(record.get('seed'))}, fold {html_text(record.get('fold'))}): "
+            "<a href='../sweep.html'>all trials of the sweep</a></p>\n")
 
 
 def build_report(run_dir: Path) -> Path:
@@ -344,26 +375,18 @@ def build_report(run_dir: Path) -> Path:
                 *_window_section(run_dir, summary, "validation")]
     budgets = metrics[-1].get("budgets") if metrics else None
     if isinstance(budgets, dict) and budgets:
-        cells = "".join(f"<tr><td>{_text(name)}</td><td>{_figure(share, '.3f')}</td></tr>"
+        cells = "".join(f"<tr><td>{html_text(name)}</td><td>{html_number(share, '.3f')}</td></tr>"
                         for name, share in sorted(budgets.items()))
         sections.append(f"<h2>Loss components and their gradient budgets</h2><table><tr><th>component</th><th>budget</th></tr>{cells}</table>")
     sections += _training_sections(metrics, read_slot_docs(run_dir))
-    title = _text(f"foxhunt run {run_dir.name}")
+    title = html_text(f"foxhunt run {run_dir.name}")
+    sweep = _sweep_link(run_dir)
     document = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1000px; }}
-table {{ border-collapse: collapse; font-size: 0.9em; }}
-td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
-tr.overall {{ font-weight: bold; }}
-p.bankrupt {{ color: #a00; }}
-img {{ display: block; margin: 1em 0 0.3em; max-width: 100%; }}
-figure {{ margin: 0 0 1.5em; }}
-figcaption, p.definitions, td.doc {{ font-size: 0.85em; color: #444; text-align: left; }}
-</style></head>
+<style>{REPORT_STYLE}</style></head>
 <body><h1>{title}</h1>
-<p>Dataset: {_text(summary.get('data', ''))} &middot; seed {_text(summary.get('seed', ''))}
-&middot; best epoch per fold chosen by validation {_text(summary.get('validation_metric', ''))}</p>
+{sweep}<p>Dataset: {html_text(summary.get('data', ''))} &middot; seed {html_text(summary.get('seed', ''))}
+&middot; best epoch per fold chosen by validation {html_text(summary.get('validation_metric', ''))}</p>
 {''.join(sections)}
 </body></html>
 """

@@ -246,16 +246,24 @@ class Trainer:
         finally:
             self.run_dir.release()
 
+    @property
+    def _folds(self) -> list[Fold]:
+        """The folds this run trains: all of them, or the one ``folds.only`` names (at its walk-forward place)."""
+        return [self.data.folds[index] for index in self.config.folds.selected()]
+
     def _run(self, resume_from: Path | None) -> dict[str, Any] | None:
-        position = resume.Position()
+        folds = self._folds
+        position = resume.Position(fold=folds[0].index)
         if resume_from is not None:
             position = resume.restore(self, resume_from)  # refuses another config before config.toml is touched
             self.run_dir.write_text("config.toml", dump_config(self.config))  # `--device` may have changed run.device
-        rows = describe_folds(self.data.folds, self.data.market.timestamps)
+        rows = describe_folds(folds, self.data.market.timestamps)
         for row in rows:
             log.info("fold", **attrs.asdict(row))
-        with RunProgress(self.show_progress, len(self.data.folds), self.config.train.epochs) as progress:
-            for fold in self.data.folds[position.fold :]:
+        with RunProgress(self.show_progress, len(folds), self.config.train.epochs) as progress:
+            for fold in folds:
+                if fold.index < position.fold:
+                    continue  # finished before the resume checkpoint
                 resumed = position.fold == fold.index and position.epoch > 0
                 if not resumed:
                     position.fold, position.epoch = fold.index, 0
@@ -342,7 +350,7 @@ class Trainer:
         position.results.append(self._fold_result(fold, position.best))
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
         position.fold, position.epoch, position.best = fold.index + 1, 0, None
-        if self._stop_requested() and position.fold < len(self.data.folds):
+        if self._stop_requested() and position.fold <= self._folds[-1].index:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
         return True

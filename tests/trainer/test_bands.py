@@ -75,6 +75,21 @@ def test_only_the_epochs_every_run_reached_are_banded(tmp_path: Path) -> None:
     assert [(b.fold, b.epoch) for b in fit_bands([*runs, short]).epochs] == [(0, 0)]
 
 
+def test_a_run_of_one_fold_counts_only_for_that_fold_so_a_sweep_folder_fits_each_fold(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    for seed, c51 in enumerate([1.0, 3.0]):
+        for fold in (0, 1):
+            run = write_run(sweep / f"seed{seed}_fold{fold}", [line(fold, 0, c51 + fold, sharpe=0.1)])
+            (run / "config.toml").write_text(f"[folds]\nn_folds = 2\nonly = {fold}\n", encoding="utf-8")
+    (sweep / "logs").mkdir()  # a sweep's trial logs: not a run
+    bands = fit_bands(run_directories([sweep]))
+    assert [(b.fold, b.epoch) for b in bands.epochs] == [(0, 0), (1, 0)]
+    assert bands.at(0, 0).mean["losses.c51"] == pytest.approx(2.0)  # seeds 0 and 1 of fold 0: 1.0 and 3.0
+    assert bands.at(1, 0).mean["losses.c51"] == pytest.approx(3.0)  # of fold 1: 2.0 and 4.0
+    with pytest.raises(FoxhuntError, match=r"share no \(fold, epoch\).*at least two runs of each fold"):
+        fit_bands([sweep / "seed0_fold0", sweep / "seed0_fold1"])  # one run per fold: no spread to measure
+
+
 def test_metrics_chooses_names_or_whole_sections(tmp_path: Path) -> None:
     bands = fit_bands(three_runs(tmp_path), metrics=["validation", "adaptive.gamma.branch"])
     assert bands.metrics == ["validation.sharpe", "adaptive.gamma.branch[0]", "adaptive.gamma.branch[1]"]
