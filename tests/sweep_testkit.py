@@ -14,8 +14,11 @@ from trainer_testkit import TINY, TINY_DATA
 SWEEP_TINY = (*TINY, "train.epochs=1", "folds.n_folds=3", f'data.source="{TINY_DATA}"', 'run.device="cpu"')
 
 
-def kill_when_started(run_dir: Path, killed: dict, timeout: float = 120.0) -> None:
-    """SIGKILL the trial process of ``run_dir`` once it is running (its record names its pid)."""
+def kill_when_started(run_dir: Path, killed: dict, timeout: float = 900.0) -> None:
+    """SIGKILL the trial process of ``run_dir`` once it is running (its record names its pid).
+
+    The wait is long because a busy machine can queue the trial behind the others for minutes; every trial of
+    the sweep starts sooner or later, so the deadline only bounds a broken executor."""
     record = run_dir / "sweep_trial.json"
     deadline = time.monotonic() + timeout
     while not record.is_file():
