@@ -4,11 +4,14 @@ A *policy* checkpoint (``checkpoints/fold_K``) holds what a backtest needs: the
 network, PopArt statistics, the ISV and the fold's feature normaliser, with the
 fold's train, validation and test windows. When the fold's epochs are done, the
 trainer acts with it once on the test window (:func:`acting_with_saved_policy`),
-so the reported test figure is a backtest of exactly that file. A
-*resume* checkpoint (``checkpoints/resume``) holds every piece of training
-state — learner (with replay and optimiser), ISV, environments, exploration
-counters — plus the run's position, so a resumed run ends with the same results
-as one that was never interrupted.
+so the reported test figure is a backtest of exactly that file. A *resume* checkpoint (``checkpoints/resume``) holds every
+piece of training state plus the run's position, so a resumed run ends with the
+same results as one that was never interrupted. Each object keeps its own
+state (``state_dict`` / ``load_state_dict``): the learner (networks, replay,
+optimiser), the vector environment, the explorer and the trainer (ISV, step
+counter); this module composes them, each under the prefix its tensors have
+always had in the file (``learner.``, ``env.``, ``explorer.``, none for the
+trainer's), and adds the position, metric line count and monitor counters.
 
 The resume checkpoint is rewritten at every epoch boundary, so a run killed at
 any moment loses at most the epoch it was in. Order matters at a boundary: the
@@ -136,24 +139,25 @@ def acting_with_saved_policy(trainer: Trainer, fold: Fold) -> Iterator[dict[str,
             trainer.isv.tensor.copy_(live_isv)
 
 
-def _runtime_tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
-    """Live tensors outside the learner that a resume must restore in place."""
-    return {
-        "isv": trainer.isv.tensor,
-        "env.state": trainer.env.state,
-        "env.rng": trainer.env.rng,
-        "env.obs": trainer.env.obs,
-        "env.params": trainer.env.params,
-        "explorer.counter": trainer.explorer.counter,
-        "step_counter": trainer.step_counter,
-    }
+# Each object outside the learner that holds resumable state, by the prefix of its tensors' names in the file.
+# The names are the file format: a checkpoint written before these objects had their own state_dict still loads.
+_LEARNER_PREFIX = "learner."
+
+
+def _resumable_parts(trainer: Trainer) -> dict[str, Any]:
+    return {"env.": trainer.env, "explorer.": trainer.explorer, "": trainer}
+
+
+def _with_prefix(prefix: str, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {f"{prefix}{name}": tensor for name, tensor in state.items()}
 
 
 def save(trainer: Trainer, position: Position) -> Path:
     """Write the resume checkpoint at an epoch boundary (after flushing the metric lines it counts)."""
     trainer.run_dir.sync_metrics()
-    tensors = {f"learner.{name}": tensor for name, tensor in trainer.learner.state_dict().items()}
-    tensors.update(_runtime_tensors(trainer))
+    tensors = _with_prefix(_LEARNER_PREFIX, trainer.learner.state_dict())
+    for prefix, part in _resumable_parts(trainer).items():
+        tensors.update(_with_prefix(prefix, part.state_dict()))
     metadata = _common_metadata(trainer) | {
         "kind": "resume",
         "position": attrs.asdict(position),
@@ -161,6 +165,19 @@ def save(trainer: Trainer, position: Position) -> Path:
         "monitors": {m.name: {"observations": m.observations, "fires": m.fires} for m in trainer.monitors},
     }
     return save_checkpoint(trainer.run_dir.checkpoint_dir(RESUME_NAME), tensors, metadata, trainer.layout)
+
+
+def _load_state(trainer: Trainer, tensors: dict[str, torch.Tensor], tensor_path: Path) -> None:
+    """Every part's tensors into the live objects; every part is checked before the first in-place copy."""
+    parts = _resumable_parts(trainer)
+    live = {prefix: part.state_dict() for prefix, part in parts.items()}
+    expect_tensors(tensors, {name: t for prefix, state in live.items() for name, t in _with_prefix(prefix, state).items()},
+                   tensor_path)
+    learner_state = {name.removeprefix(_LEARNER_PREFIX): t for name, t in tensors.items() if name.startswith(_LEARNER_PREFIX)}
+    with naming_the_file(tensor_path):
+        trainer.learner.load_state_dict(learner_state)  # checks all of its own before its first copy
+        for prefix, part in parts.items():
+            part.load_state_dict({name: tensors[prefix + name] for name in live[prefix]})
 
 
 def discard(trainer: Trainer) -> None:
@@ -246,14 +263,7 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     _refuse_changed_config(record.config, trainer.config, directory)
     if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
-    tensor_path = directory / TENSORS_FILE
-    expect_tensors(tensors, _runtime_tensors(trainer), tensor_path)  # all checked before the first in-place copy
-    learner_state = {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-    with naming_the_file(tensor_path):
-        trainer.learner.load_state_dict(learner_state)
-    with torch.no_grad():
-        for name, live in _runtime_tensors(trainer).items():
-            live.copy_(tensors[name].to(live.device))
+    _load_state(trainer, tensors, directory / TENSORS_FILE)
     for monitor in trainer.monitors:
         if monitor.name in record.monitors:
             monitor.observations, monitor.fires = record.monitors[monitor.name]
