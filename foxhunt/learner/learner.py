@@ -49,7 +49,7 @@ from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
 from foxhunt.records import LossComponent
-from foxhunt.state_loading import check_state, load_in_place
+from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component"]
 
@@ -300,17 +300,6 @@ class Learner:
                 self.generator.set_state(state[name].cpu())
             else:
                 tensor.detach().copy_(state[name])
-
-    POLICY_PREFIXES = ("network.", "spectral.", "popart.")  # what acting needs; no replay, optimiser or target
-
-    def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        """The tensors that define the greedy policy (a fold's best checkpoint; small: no replay)."""
-        return {name: t for name, t in self.state_dict().items() if name.startswith(self.POLICY_PREFIXES)}
-
-    def load_policy_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Load :meth:`policy_state_dict` output in place (e.g. for ``foxhunt backtest``)."""
-        live = {n: t for n, t in self._state_tensors().items() if n.startswith(self.POLICY_PREFIXES)}
-        load_in_place(live, state, "policy state", "the checkpoint was made with another network shape or precision")
 
     def attach_state(self, registry: Any) -> None:
         """Bind the live objects to the learner's state-reset entries (see :mod:`foxhunt.learner.declarations`)."""

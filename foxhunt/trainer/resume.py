@@ -1,10 +1,11 @@
 """Checkpoints of a run: the best policy of each fold, and the full state for ``--resume``.
 
-A *policy* checkpoint (``checkpoints/fold_K``) holds what a backtest needs: the
-network, PopArt statistics, the ISV and the fold's feature normaliser, with the
-fold's train, validation and test windows. When the fold's epochs are done, the
-trainer acts with it once on the test window (:func:`acting_with_saved_policy`),
-so the reported test figure is a backtest of exactly that file. A *resume* checkpoint (``checkpoints/resume``) holds every
+A *policy* checkpoint (``checkpoints/fold_K``) is a saved :class:`~foxhunt.policy.Policy`:
+what a backtest needs (network, PopArt statistics, the ISV and the fold's
+feature normaliser), with the fold's train, validation and test windows. When
+the fold's epochs are done, the trainer loads it (:func:`saved_policy`) and acts
+with it once on the test window, so the reported test figure is a backtest of
+exactly that file. A *resume* checkpoint (``checkpoints/resume``) holds every
 piece of training state plus the run's position, so a resumed run ends with the
 same results as one that was never interrupted. Each object keeps its own
 state (``state_dict`` / ``load_state_dict``): the learner (networks, replay,
@@ -27,13 +28,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
 import structlog
 import torch
 
@@ -44,6 +42,7 @@ from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError, FoxhuntError
 from foxhunt.plugin_config import migrate_saved
+from foxhunt.policy import Policy
 from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
     from foxhunt.trainer.trainer import Trainer
 
 __all__ = [
-    "Position", "save", "restore", "discard", "save_policy", "acting_with_saved_policy", "RESUME_NAME",
+    "Position", "save", "restore", "discard", "save_policy", "saved_policy", "RESUME_NAME",
     "fold_checkpoint_name", "find_resume_checkpoint", "resume_config", "config_differences",
 ]
 
@@ -94,49 +93,22 @@ def _common_metadata(trainer: Trainer) -> dict[str, Any]:
 
 def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, float]) -> Path:
     """The fold's best policy so far (overwritten when a later epoch validates better)."""
-    tensors = {f"learner.{name}": tensor for name, tensor in trainer.learner.policy_state_dict().items()}
-    tensors["isv"] = trainer.isv.tensor
-    tensors["normalizer.mean"] = torch.from_numpy(np.array(trainer.normalizer.mean, dtype=np.float64))
-    tensors["normalizer.std"] = torch.from_numpy(np.array(trainer.normalizer.std, dtype=np.float64))
     metadata = _common_metadata(trainer) | {
-        "kind": "policy",
         "fold": fold.index,
         "epoch": epoch,
         "train_window": [fold.train.start, fold.train.stop],
         "validation_window": [fold.validation.start, fold.validation.stop],
         "test_window": [fold.test.start, fold.test.stop],
         "validation": validation,
-        "normalizer_clip": trainer.normalizer.clip,
     }
-    return save_checkpoint(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), tensors, metadata, trainer.layout)
+    policy = Policy.of_learner(trainer.learner, trainer.normalizer, metadata)
+    return policy.save(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)))
 
 
-@contextmanager
-def acting_with_saved_policy(trainer: Trainer, fold: Fold) -> Iterator[dict[str, Any]]:
-    """Inside the block the trainer's learner acts with ``fold``'s saved policy checkpoint; yields its metadata.
-
-    The checkpoint's policy tensors and ISV (the atom support is read from it) are
-    copied into the live learner, and the live values are copied back on exit, so
-    training continues exactly as if the block had not run (the resume tests
-    compare bytes).
-    """
-    directory = trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index))
-    tensors, metadata = load_checkpoint(directory, trainer.layout)
-    expect_tensors(tensors, {"isv": trainer.isv.tensor}, directory / TENSORS_FILE)
-    live_policy = trainer.learner.policy_state_dict()  # copies
-    live_isv = trainer.isv.tensor.clone()
-    try:
-        with naming_the_file(directory / TENSORS_FILE):
-            trainer.learner.load_policy_state_dict(
-                {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-            )
-        with torch.no_grad():
-            trainer.isv.tensor.copy_(tensors["isv"].to(trainer.isv.tensor.device))
-        yield metadata
-    finally:
-        trainer.learner.load_policy_state_dict(live_policy)
-        with torch.no_grad():
-            trainer.isv.tensor.copy_(live_isv)
+def saved_policy(trainer: Trainer, fold: Fold) -> Policy:
+    """``fold``'s saved policy checkpoint, loaded onto the trainer's device beside its live learner (which it
+    leaves alone: training continues as if it had not been loaded)."""
+    return Policy.load(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout, trainer.device)
 
 
 # Each object outside the learner that holds resumable state, by the prefix of its tensors' names in the file.

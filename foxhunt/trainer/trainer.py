@@ -484,8 +484,8 @@ class Trainer:
         validation figures it was selected by. Baselines are backtested on both windows."""
         market = self.data.market
         test_window = (fold.test.start, fold.test.stop)
-        with resume.acting_with_saved_policy(self, fold):
-            test_agent = self.backtests.agent(self.learner.act_values, self.features, test_window, self.device)
+        saved = resume.saved_policy(self, fold)  # the file, not the live learner: the test figure is the checkpoint's
+        test_agent = self.backtests.agent(saved.act_values, self.features, test_window, self.device)
         test_baselines = self.backtests.baselines(self.features, test_window)
         test = {"agent": test_agent, **test_baselines}
         curves = {
