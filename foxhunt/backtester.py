@@ -31,21 +31,18 @@ from typing import Any
 
 import attrs
 import numpy as np
-import torch
 
-from foxhunt.checkpoint import TENSORS_FILE, checkpoint_layout, load_checkpoint, read_metadata, verify_layout
-from foxhunt.checkpoint_fields import PolicyRecord, expect_tensors, naming_the_file, read_policy_record
+from foxhunt.checkpoint import checkpoint_layout, read_metadata, verify_layout
+from foxhunt.checkpoint_fields import PolicyRecord, read_policy_record
 from foxhunt.config import FoxhuntConfig
-from foxhunt.config_loading import apply_overrides, deep_copy, load_toml, structure
+from foxhunt.config_loading import apply_overrides, load_toml, structure
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.env.run_kernel import env_step_kernel
-from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
-from foxhunt.features import FeatureSet, Normalizer, compute_features
-from foxhunt.isv import ISV, layout_diff
-from foxhunt.learner import Learner
-from foxhunt.plugin_config import migrate_saved
+from foxhunt.features import FeatureSet, compute_features
+from foxhunt.isv import layout_diff
 from foxhunt.plugins import PluginHost
+from foxhunt.policy import Policy, refuse_other_kind, saved_config
 from foxhunt.trainer import evaluation
 
 __all__ = ["BacktestOutcome", "LoadedPolicy", "backtest_checkpoint", "load_policy", "plugin_set_diff", "plugin_overrides",
@@ -102,25 +99,6 @@ def plugin_overrides(config_path: Path | None = None, overrides: tuple[str, ...]
     source = " + ".join(filter(None, [str(config_path) if config_path else "", " ".join(f"--set {o}" for o in overrides)]))
     structure(data, FoxhuntConfig, source=source or "config")  # a bad [plugins] names its key, like any config
     return dict(data.get("plugins", {}))
-
-
-def _with_plugins(saved: Any, plugins: dict[str, Any]) -> Any:
-    """The saved config with the user's ``[plugins]`` keys over its own (a plugin's table merged key by key)."""
-    if not plugins or not isinstance(saved, dict) or not isinstance(saved.get("plugins", {}), dict):
-        return saved
-    result = deep_copy(saved)
-    table = result.setdefault("plugins", {})
-    for key, value in plugins.items():
-        table[key] = {**table[key], **value} if isinstance(value, dict) and isinstance(table.get(key), dict) else value
-    return result
-
-
-def _load_config(record: PolicyRecord, source: str, plugins: dict[str, Any]) -> FoxhuntConfig:
-    try:
-        # a checkpoint saved before plugins owned their settings keeps them where the core had them
-        return structure(_with_plugins(migrate_saved(record.config), plugins), FoxhuntConfig, source=f"{source} (saved config)")
-    except ConfigError as error:  # the saved config is part of the checkpoint: a bad one is a bad checkpoint
-        raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
 
 
 def _refuse_other_plugins(path: Path, metadata: dict[str, Any], record: PolicyRecord, host: PluginHost,
@@ -181,13 +159,13 @@ def _saved_window(record: PolicyRecord, window: str, source: str, bars: int) -> 
 class LoadedPolicy:
     """A fold checkpoint's greedy policy, verified and ready to act: what a backtest or an export starts from.
 
-    ``learner.act_values`` is the acting path (expected Q per branch action, unnormalised); ``normalizer`` maps
-    the raw features named by ``feature_set`` to the market part of an observation. ``host`` is started: close
-    it when done.
+    ``policy`` acts (``act_values``: expected Q per branch action, unnormalised) and holds the normaliser that
+    maps the raw features named by ``feature_set`` to the market part of an observation. ``config`` is the
+    checkpoint's own with the caller's ``[plugins]``; ``host`` runs those plugins and is started: close it when
+    done.
     """
 
-    learner: Learner
-    normalizer: Normalizer
+    policy: Policy
     feature_set: FeatureSet
     record: PolicyRecord
     config: FoxhuntConfig
@@ -195,46 +173,26 @@ class LoadedPolicy:
 
 
 def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None = None) -> LoadedPolicy:
-    """Verify fold checkpoint ``path`` (kind, layout, plugin set, integrity, tensor shapes) and load its policy.
+    """Verify fold checkpoint ``path`` (kind, plugin set, layout, integrity, tensor shapes) and load its policy.
 
     ``plugins`` (from :func:`plugin_overrides`) changes the saved config's ``[plugins]`` section.
     """
     path = Path(path)
     metadata = read_metadata(path)
-    if metadata.get("kind") != "policy":
-        raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest and export take a fold checkpoint (checkpoints/fold_K)")
+    refuse_other_kind(metadata, path)  # before any plugin is loaded
     record = read_policy_record(metadata, path)  # every key a policy needs, typed, before anything is built
-    config = _load_config(record, str(path), plugins or {})
+    config = saved_config(record, str(path), plugins)
     host = PluginHost(config.plugins).discover().declare()
     registries = host.freeze()
     _refuse_other_plugins(path, metadata, record, host, registries)  # first: no data is touched for a foreign layout
-    tensors, _ = load_checkpoint(path, registries.layout)
+    policy = Policy.load(path, registries.layout, device)
     saved_set = record.feature_set
     try:
         feature_set = FeatureSet(saved_set.name, saved_set.version, saved_set.names)
     except FoxhuntError as error:
         raise CheckpointError(f"{path}: its feature set cannot be rebuilt ({error}); the checkpoint is damaged or altered") from None
-    n_features = len(saved_set.names)
-    expect_tensors(tensors, {
-        "isv": ISV(registries.layout, "cpu").tensor,
-        "normalizer.mean": torch.zeros(n_features, dtype=torch.float64),
-        "normalizer.std": torch.zeros(n_features, dtype=torch.float64),
-    }, path / TENSORS_FILE)
-    normalizer = Normalizer(mean=tensors["normalizer.mean"].numpy(), std=tensors["normalizer.std"].numpy(), clip=record.normalizer_clip)
-    isv = ISV(registries.layout, device)
-    isv.tensor.copy_(tensors["isv"])
     host.start()
-    small_replay = attrs.evolve(config.learner, replay=attrs.evolve(config.learner.replay, capacity=config.env.n_envs,
-                                                                     prioritized=False))  # acting only: no sampling
-    learner = Learner(
-        attrs.evolve(config, learner=small_replay), registries.layout, isv, host.loss_components(config),
-        n_features + PortfolioObs.size(), device, config.run.seed, n_envs=1,
-    )
-    with naming_the_file(path / TENSORS_FILE):
-        learner.load_policy_state_dict(
-            {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-        )
-    return LoadedPolicy(learner, normalizer, feature_set, record, config, host)
+    return LoadedPolicy(policy, feature_set, record, config, host)
 
 
 def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test",
@@ -244,12 +202,12 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     if window not in CHECKPOINT_WINDOWS:
         raise CheckpointError(f"window must be one of {', '.join(CHECKPOINT_WINDOWS)}, got {window!r}")
     path = Path(path)
-    policy = load_policy(path, device, plugins)
-    record, config, host, learner = policy.record, policy.config, policy.host, policy.learner
+    loaded = load_policy(path, device, plugins)
+    record, config, host, policy = loaded.record, loaded.config, loaded.host, loaded.policy
     if data_source is not None:
         config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))
     market: MarketData = load_from_config(config.data)
-    features = compute_features(market, policy.feature_set, config.features.make_cache())
+    features = compute_features(market, loaded.feature_set, config.features.make_cache())
     values = np.array(policy.normalizer.apply(features.values), dtype=np.float32)
     values[: features.warmup] = 0.0
     same_data = market.content_hash() == record.data_hash
@@ -258,7 +216,7 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     else:
         bars, window_name = (features.warmup, len(market)), ALL_BARS
     backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, env_step_kernel(host.kernels(config)).run)
-    results = {"agent": backtests.agent(learner.act_values, values, bars, device), **backtests.baselines(values, bars)}
+    results = {"agent": backtests.agent(policy.act_values, values, bars, device), **backtests.baselines(values, bars)}
     stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()
     host.close()
     return BacktestOutcome(

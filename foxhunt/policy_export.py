@@ -1,7 +1,7 @@
 """``foxhunt export``: a fold checkpoint's greedy policy as a TorchScript or ONNX file, usable without foxhunt.
 
-The exported model is the acting path of ``foxhunt backtest`` (:meth:`Learner.act_values
-<foxhunt.learner.Learner.act_values>`, then the argmax of each branch) with the checkpoint's constants folded
+The exported model is the acting path of ``foxhunt backtest`` (:meth:`Policy.act_values
+<foxhunt.policy.Policy.act_values>`, then the argmax of each branch) with the checkpoint's constants folded
 in: the network, the atom support read from its ISV and its PopArt statistics. It maps a batch to
 
 - ``actions``: int64 ``[B, Branch]``, the greedy sub-action of every branch;
@@ -101,14 +101,14 @@ class RawInputPolicy(nn.Module):
         return self.policy(torch.cat([normalised.to(torch.float32), portfolio.to(torch.float32)], dim=1))
 
 
-def policy_module(policy: LoadedPolicy, inputs: str = "observation") -> nn.Module:
+def policy_module(loaded: LoadedPolicy, inputs: str = "observation") -> nn.Module:
     """The exportable module of a loaded checkpoint (loaded on the CPU; eval mode, no gradients).
 
-    It holds the learner's own network, not a copy: load a policy for export only.
+    It holds the policy's own network, not a copy: load a policy for export only.
     """
-    learner = policy.learner
+    policy = loaded.policy
     with torch.no_grad():
-        greedy = GreedyPolicy(learner.network, learner.support(), learner.popart.mu, learner.popart.sigma)
+        greedy = GreedyPolicy(policy.network, policy.support(), policy.popart.mu, policy.popart.sigma)
     module: nn.Module = greedy
     if inputs == "raw":
         normalizer = policy.normalizer
@@ -130,8 +130,8 @@ def _input_specs(policy: LoadedPolicy, inputs: str) -> list[dict[str, Any]]:
 
 def export_metadata(policy: LoadedPolicy, checkpoint: Path, export_format: str, inputs: str) -> dict[str, Any]:
     """What a user outside foxhunt needs to build an input and read the outputs (written as JSON)."""
-    network = policy.learner.network
-    normalizer = policy.normalizer
+    network = policy.policy.network
+    normalizer = policy.policy.normalizer
     env = policy.config.env
     names = list(policy.feature_set.names)
     portfolio = list(PortfolioObs.names())

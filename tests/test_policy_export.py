@@ -32,7 +32,7 @@ def policy(checkpoint: Path) -> LoadedPolicy:  # noqa: F811 - the fixture import
     export has to carry them."""
     loaded = load_policy(checkpoint)
     loaded.host.close()
-    assert not torch.equal(loaded.learner.popart.sigma, torch.ones(Branch.size()))
+    assert not torch.equal(loaded.policy.popart.sigma, torch.ones(Branch.size()))
     return loaded
 
 
@@ -47,10 +47,10 @@ def batches(policy: LoadedPolicy, inputs: str, seed: int) -> list[tuple[tuple[to
     for size in BATCH_SIZES:
         portfolio = torch.randn(size, PortfolioObs.size(), generator=generator)
         if inputs == "raw":
-            scale = torch.tensor(policy.normalizer.std) * 20.0
+            scale = torch.tensor(policy.policy.normalizer.std) * 20.0
             noise = torch.randn(size, n_features, generator=generator, dtype=torch.float64)
-            raw = (torch.tensor(policy.normalizer.mean) + scale * noise).to(torch.float32)  # as FeatureMatrix holds them
-            observation = torch.cat([torch.from_numpy(policy.normalizer.apply(raw.numpy())), portfolio], dim=1)
+            raw = (torch.tensor(policy.policy.normalizer.mean) + scale * noise).to(torch.float32)  # as FeatureMatrix holds them
+            observation = torch.cat([torch.from_numpy(policy.policy.normalizer.apply(raw.numpy())), portfolio], dim=1)
             out.append(((raw, portfolio), observation))
         else:
             observation = torch.cat([torch.randn(size, n_features, generator=generator) * 3.0, portfolio], dim=1)
@@ -60,11 +60,11 @@ def batches(policy: LoadedPolicy, inputs: str, seed: int) -> list[tuple[tuple[to
 
 def assert_acts_as_the_backtest(run_model: Callable[..., tuple[np.ndarray, np.ndarray]], policy: LoadedPolicy,
                                 inputs: str) -> None:
-    act = greedy_policy(policy.learner.act_values)
+    act = greedy_policy(policy.policy.act_values)
     for seed in (1, 2):
         for model_inputs, observation in batches(policy, inputs, seed):
             actions, q_values = (torch.as_tensor(out) for out in run_model(*model_inputs))
-            expected_q = policy.learner.act_values(observation)
+            expected_q = policy.policy.act_values(observation)
             assert actions.dtype == torch.int64 and q_values.dtype == torch.float32
             assert actions.shape == (observation.shape[0], Branch.size())
             assert q_values.shape == expected_q.shape
@@ -116,7 +116,7 @@ def test_metadata_names_the_input_columns_branches_and_sub_actions(checkpoint: P
     assert meta["branches"][Branch.DIRECTION]["actions"] == ["SHORT", "HOLD", "LONG", "FLAT"]
     assert meta["outputs"][0] == {"name": "actions", "dtype": "int64", "shape": ["batch", Branch.size()]}
     assert meta["features"]["names"] == features
-    assert meta["features"]["normalizer"]["clip"] == policy.normalizer.clip
+    assert meta["features"]["normalizer"]["clip"] == policy.policy.normalizer.clip
     raw_meta = json.loads((tmp_path / "raw.pt.json").read_text(encoding="utf-8"))
     assert raw_meta["inputs"] == [{"name": "features", "dtype": "float32", "shape": ["batch", len(features)]},
                                   {"name": "portfolio", "dtype": "float32", "shape": ["batch", len(portfolio)]}]

@@ -12,12 +12,13 @@ e.g. a view of the ISV).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
 from foxhunt.actions import Branch
 from foxhunt.kernels.rng import MASK32, hash3, mix32, uniform01
+from foxhunt.state_loading import load_in_place
 
 __all__ = [
     "counter_uniform",
@@ -116,3 +117,11 @@ class BranchExplorer:
         )
         self.counter.add_(1)
         return actions
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The draw counter (live): all the state there is, since the keys derive from the seed."""
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Set the draw counter in place (a captured graph keeps its address), after checking shape and dtype."""
+        load_in_place(self.state_dict(), state, "explorer state", "it was saved by another version of foxhunt")

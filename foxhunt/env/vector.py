@@ -9,7 +9,7 @@ returned tensors: they are the same objects every step).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from foxhunt.env.tables import EP, OHLCV, PS, RNG, PortfolioObs
 from foxhunt.kernels.backend import Backend, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.rng import MASK32, hash3
+from foxhunt.state_loading import load_in_place
 
 __all__ = ["VectorEnv", "env_keys", "env_major", "KEY_LANE"]
 
@@ -197,3 +198,17 @@ class VectorEnv:
             self.actions.copy_(actions)
         self._step_kernel(self.context)
         return self.obs, self.reward, self.done
+
+    # -- resumable state ---------------------------------------------------------------
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The buffers a resumed run continues from (live, not copies): every episode's portfolio and position
+        in it (``state``), its random stream (``rng``), the observation the policy acts on next (``obs``) and
+        the physics parameters with the window (``params``). Actions, reward and done are not among them: every
+        step writes them before anything reads them."""
+        return {"state": self.state, "rng": self.rng, "obs": self.obs, "params": self.params}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Copy :meth:`state_dict` output into the buffers in place (a captured graph and the kernel context
+        keep their addresses); every name, shape and dtype is checked before the first copy."""
+        load_in_place(self.state_dict(), state, "environment state",
+                      "it was saved with another number of environments or another physics")

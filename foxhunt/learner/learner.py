@@ -32,7 +32,7 @@ import torch
 
 from foxhunt import contract
 from foxhunt.actions import Branch
-from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.errors import ConfigError
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.config import LearnerConfig, learner_config_of
@@ -49,6 +49,7 @@ from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
 from foxhunt.records import LossComponent
+from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component"]
 
@@ -291,21 +292,15 @@ class Learner:
 
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Copy ``state`` into the live tensors in place (addresses stay valid for captured graphs)."""
-        _copy_into(self._state_tensors(), state, "learner state",
-                   "load a checkpoint made with the same network shape and loss components", self.generator)
-
-    POLICY_PREFIXES = ("network.", "spectral.", "popart.")  # what acting needs; no replay, optimiser or target
-
-    def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        """The tensors that define the greedy policy (a fold's best checkpoint; small: no replay)."""
-        return {name: t for name, t in self.state_dict().items() if name.startswith(self.POLICY_PREFIXES)}
-
-    @torch.no_grad()
-    def load_policy_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Load :meth:`policy_state_dict` output in place (e.g. for ``foxhunt backtest``)."""
-        live = {n: t for n, t in self._state_tensors().items() if n.startswith(self.POLICY_PREFIXES)}
-        _copy_into(live, state, "policy state", "the checkpoint was made with another network shape or precision", self.generator)
+        """Copy ``state`` into the live tensors in place (addresses stay valid for captured graphs); every name,
+        shape and dtype is checked before the first copy, so a refused load changes nothing."""
+        live = self._state_tensors()
+        check_state(live, state, "learner state", "load a checkpoint made with the same network shape and loss components")
+        for name, tensor in live.items():
+            if name == "rng":  # the generator's state is a copy: restored through set_state
+                self.generator.set_state(state[name].cpu())
+            else:
+                tensor.detach().copy_(state[name])
 
     def attach_state(self, registry: Any) -> None:
         """Bind the live objects to the learner's state-reset entries (see :mod:`foxhunt.learner.declarations`)."""
@@ -323,22 +318,3 @@ class Learner:
         for entry in LEARNER_STATE:
             registry.attach(entry.name, objects[entry.name])
 
-
-def _copy_into(live: dict[str, torch.Tensor], state: dict[str, torch.Tensor], what: str, hint: str,
-               generator: torch.Generator) -> None:
-    """Copy ``state`` into the ``live`` tensors in place, after checking names and shapes (``rng`` restores the generator)."""
-    missing, unexpected = sorted(set(live) - set(state)), sorted(set(state) - set(live))
-    if missing or unexpected:
-        raise CheckpointError(f"{what} does not match: missing {missing[:8]}, unexpected {unexpected[:8]}; {hint}")
-    for name, tensor in live.items():  # every check before the first copy: a refused load changes nothing
-        # copy_ would broadcast a wrong shape or cast a wrong dtype without a word: both are refused first
-        if tensor.shape != state[name].shape or tensor.dtype != state[name].dtype:
-            raise CheckpointError(
-                f"{what} {name!r} is {state[name].dtype} {tuple(state[name].shape)}, expected "
-                f"{tensor.dtype} {tuple(tensor.shape)}; {hint}"
-            )
-    for name, tensor in live.items():
-        if name == "rng":
-            generator.set_state(state[name].cpu())
-        else:
-            tensor.detach().copy_(state[name])

@@ -25,7 +25,7 @@ from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, StepKernel, backte
 from foxhunt.env.config import EnvConfig
 
 __all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "RunBacktests", "greedy_policy", "metrics_of", "combine", "overall",
-           "better"]
+           "better", "run_summary"]
 
 SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 POLICIES = ("agent", "buy_and_hold", "flat")
@@ -153,3 +153,20 @@ def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float
         if ruined:
             figures[policy]["bankrupt_folds"] = ruined
     return figures
+
+
+def run_summary(source: str, data_hash: str, seed: int, validation_metric: str, results: Sequence[dict[str, Any]],
+                bars_per_year: float) -> dict[str, Any]:
+    """A run's ``summary.json``: test figures are its result (``overall``); validation figures are kept apart,
+    labelled as such. ``results`` are the finished folds' (each fold's curves are chained, not written)."""
+    folds = [{k: v for k, v in r.items() if k != "curves"} for r in results]
+    return {
+        "data": source,
+        "data_hash": data_hash,
+        "seed": seed,
+        "validation_metric": validation_metric,
+        "folds": folds,
+        # no fold finished (a run stopped by a numerical fault in its first fold): nothing to chain
+        "overall": overall(results, "test", bars_per_year) if results else {},
+        "validation_overall": overall(results, "validation", bars_per_year) if results else {},
+    }

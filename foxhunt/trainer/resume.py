@@ -1,14 +1,18 @@
 """Checkpoints of a run: the best policy of each fold, and the full state for ``--resume``.
 
-A *policy* checkpoint (``checkpoints/fold_K``) holds what a backtest needs: the
-network, PopArt statistics, the ISV and the fold's feature normaliser, with the
-fold's train, validation and test windows. When the fold's epochs are done, the
-trainer acts with it once on the test window (:func:`acting_with_saved_policy`),
-so the reported test figure is a backtest of exactly that file. A
-*resume* checkpoint (``checkpoints/resume``) holds every piece of training
-state — learner (with replay and optimiser), ISV, environments, exploration
-counters — plus the run's position, so a resumed run ends with the same results
-as one that was never interrupted.
+A *policy* checkpoint (``checkpoints/fold_K``) is a saved :class:`~foxhunt.policy.Policy`:
+what a backtest needs (network, PopArt statistics, the ISV and the fold's
+feature normaliser), with the fold's train, validation and test windows. When
+the fold's epochs are done, the trainer loads it (:func:`saved_policy`) and acts
+with it once on the test window, so the reported test figure is a backtest of
+exactly that file. A *resume* checkpoint (``checkpoints/resume``) holds every
+piece of training state plus the run's position, so a resumed run ends with the
+same results as one that was never interrupted. Each object keeps its own
+state (``state_dict`` / ``load_state_dict``): the learner (networks, replay,
+optimiser), the vector environment, the explorer and the trainer (ISV, step
+counter); this module composes them, each under the prefix its tensors have
+always had in the file (``learner.``, ``env.``, ``explorer.``, none for the
+trainer's), and adds the position, metric line count and monitor counters.
 
 The resume checkpoint is rewritten at every epoch boundary, so a run killed at
 any moment loses at most the epoch it was in. Order matters at a boundary: the
@@ -24,13 +28,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
 import structlog
 import torch
 
@@ -41,6 +42,7 @@ from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError, FoxhuntError
 from foxhunt.plugin_config import migrate_saved
+from foxhunt.policy import Policy
 from foxhunt.trainer.evaluation import POLICIES
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
     from foxhunt.trainer.trainer import Trainer
 
 __all__ = [
-    "Position", "save", "restore", "discard", "save_policy", "acting_with_saved_policy", "RESUME_NAME",
+    "Position", "save", "restore", "discard", "save_policy", "saved_policy", "RESUME_NAME",
     "fold_checkpoint_name", "find_resume_checkpoint", "resume_config", "config_differences",
 ]
 
@@ -91,69 +93,43 @@ def _common_metadata(trainer: Trainer) -> dict[str, Any]:
 
 def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, float]) -> Path:
     """The fold's best policy so far (overwritten when a later epoch validates better)."""
-    tensors = {f"learner.{name}": tensor for name, tensor in trainer.learner.policy_state_dict().items()}
-    tensors["isv"] = trainer.isv.tensor
-    tensors["normalizer.mean"] = torch.from_numpy(np.array(trainer.normalizer.mean, dtype=np.float64))
-    tensors["normalizer.std"] = torch.from_numpy(np.array(trainer.normalizer.std, dtype=np.float64))
     metadata = _common_metadata(trainer) | {
-        "kind": "policy",
         "fold": fold.index,
         "epoch": epoch,
         "train_window": [fold.train.start, fold.train.stop],
         "validation_window": [fold.validation.start, fold.validation.stop],
         "test_window": [fold.test.start, fold.test.stop],
         "validation": validation,
-        "normalizer_clip": trainer.normalizer.clip,
     }
-    return save_checkpoint(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), tensors, metadata, trainer.layout)
+    policy = Policy.of_learner(trainer.learner, trainer.normalizer, metadata)
+    return policy.save(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)))
 
 
-@contextmanager
-def acting_with_saved_policy(trainer: Trainer, fold: Fold) -> Iterator[dict[str, Any]]:
-    """Inside the block the trainer's learner acts with ``fold``'s saved policy checkpoint; yields its metadata.
-
-    The checkpoint's policy tensors and ISV (the atom support is read from it) are
-    copied into the live learner, and the live values are copied back on exit, so
-    training continues exactly as if the block had not run (the resume tests
-    compare bytes).
-    """
-    directory = trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index))
-    tensors, metadata = load_checkpoint(directory, trainer.layout)
-    expect_tensors(tensors, {"isv": trainer.isv.tensor}, directory / TENSORS_FILE)
-    live_policy = trainer.learner.policy_state_dict()  # copies
-    live_isv = trainer.isv.tensor.clone()
-    try:
-        with naming_the_file(directory / TENSORS_FILE):
-            trainer.learner.load_policy_state_dict(
-                {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-            )
-        with torch.no_grad():
-            trainer.isv.tensor.copy_(tensors["isv"].to(trainer.isv.tensor.device))
-        yield metadata
-    finally:
-        trainer.learner.load_policy_state_dict(live_policy)
-        with torch.no_grad():
-            trainer.isv.tensor.copy_(live_isv)
+def saved_policy(trainer: Trainer, fold: Fold) -> Policy:
+    """``fold``'s saved policy checkpoint, loaded onto the trainer's device beside its live learner (which it
+    leaves alone: training continues as if it had not been loaded)."""
+    return Policy.load(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout, trainer.device)
 
 
-def _runtime_tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
-    """Live tensors outside the learner that a resume must restore in place."""
-    return {
-        "isv": trainer.isv.tensor,
-        "env.state": trainer.env.state,
-        "env.rng": trainer.env.rng,
-        "env.obs": trainer.env.obs,
-        "env.params": trainer.env.params,
-        "explorer.counter": trainer.explorer.counter,
-        "step_counter": trainer.step_counter,
-    }
+# Each object outside the learner that holds resumable state, by the prefix of its tensors' names in the file.
+# The names are the file format: a checkpoint written before these objects had their own state_dict still loads.
+_LEARNER_PREFIX = "learner."
+
+
+def _resumable_parts(trainer: Trainer) -> dict[str, Any]:
+    return {"env.": trainer.env, "explorer.": trainer.explorer, "": trainer}
+
+
+def _with_prefix(prefix: str, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {f"{prefix}{name}": tensor for name, tensor in state.items()}
 
 
 def save(trainer: Trainer, position: Position) -> Path:
     """Write the resume checkpoint at an epoch boundary (after flushing the metric lines it counts)."""
     trainer.run_dir.sync_metrics()
-    tensors = {f"learner.{name}": tensor for name, tensor in trainer.learner.state_dict().items()}
-    tensors.update(_runtime_tensors(trainer))
+    tensors = _with_prefix(_LEARNER_PREFIX, trainer.learner.state_dict())
+    for prefix, part in _resumable_parts(trainer).items():
+        tensors.update(_with_prefix(prefix, part.state_dict()))
     metadata = _common_metadata(trainer) | {
         "kind": "resume",
         "position": attrs.asdict(position),
@@ -161,6 +137,19 @@ def save(trainer: Trainer, position: Position) -> Path:
         "monitors": {m.name: {"observations": m.observations, "fires": m.fires} for m in trainer.monitors},
     }
     return save_checkpoint(trainer.run_dir.checkpoint_dir(RESUME_NAME), tensors, metadata, trainer.layout)
+
+
+def _load_state(trainer: Trainer, tensors: dict[str, torch.Tensor], tensor_path: Path) -> None:
+    """Every part's tensors into the live objects; every part is checked before the first in-place copy."""
+    parts = _resumable_parts(trainer)
+    live = {prefix: part.state_dict() for prefix, part in parts.items()}
+    expect_tensors(tensors, {name: t for prefix, state in live.items() for name, t in _with_prefix(prefix, state).items()},
+                   tensor_path)
+    learner_state = {name.removeprefix(_LEARNER_PREFIX): t for name, t in tensors.items() if name.startswith(_LEARNER_PREFIX)}
+    with naming_the_file(tensor_path):
+        trainer.learner.load_state_dict(learner_state)  # checks all of its own before its first copy
+        for prefix, part in parts.items():
+            part.load_state_dict({name: tensors[prefix + name] for name in live[prefix]})
 
 
 def discard(trainer: Trainer) -> None:
@@ -246,14 +235,7 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     _refuse_changed_config(record.config, trainer.config, directory)
     if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
-    tensor_path = directory / TENSORS_FILE
-    expect_tensors(tensors, _runtime_tensors(trainer), tensor_path)  # all checked before the first in-place copy
-    learner_state = {name.removeprefix("learner."): t for name, t in tensors.items() if name.startswith("learner.")}
-    with naming_the_file(tensor_path):
-        trainer.learner.load_state_dict(learner_state)
-    with torch.no_grad():
-        for name, live in _runtime_tensors(trainer).items():
-            live.copy_(tensors[name].to(live.device))
+    _load_state(trainer, tensors, directory / TENSORS_FILE)
     for monitor in trainer.monitors:
         if monitor.name in record.monitors:
             monitor.observations, monitor.fires = record.monitors[monitor.name]

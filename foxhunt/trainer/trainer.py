@@ -51,6 +51,7 @@ from foxhunt.monitors import attach_monitors
 from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
 from foxhunt.records import KernelPoint
+from foxhunt.state_loading import load_in_place
 from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
 from foxhunt.trainer.fault_checks import StepFaultChecks
@@ -343,7 +344,7 @@ class Trainer:
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
             self._save_resume(position)
             if is_best:
-                self._save_fold_checkpoint(fold, epoch, validation)
+                resume.save_policy(self, fold, epoch, validation)
             self._stop_out_of_band(fold.index, epoch, row, position)
             if self._stop_requested() and position.epoch < train.epochs:
                 return self._stopped(position)
@@ -486,16 +487,13 @@ class Trainer:
         )
         return [snapshot.to_dict() for snapshot in snapshots]
 
-    def _save_fold_checkpoint(self, fold: Fold, epoch: int, validation: dict[str, float]) -> None:
-        resume.save_policy(self, fold, epoch, validation)
-
     def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
         """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
         validation figures it was selected by. Baselines are backtested on both windows."""
         market = self.data.market
         test_window = (fold.test.start, fold.test.stop)
-        with resume.acting_with_saved_policy(self, fold):
-            test_agent = self.backtests.agent(self.learner.act_values, self.features, test_window, self.device)
+        saved = resume.saved_policy(self, fold)  # the file, not the live learner: the test figure is the checkpoint's
+        test_agent = self.backtests.agent(saved.act_values, self.features, test_window, self.device)
         test_baselines = self.backtests.baselines(self.features, test_window)
         test = {"agent": test_agent, **test_baselines}
         curves = {
@@ -520,19 +518,18 @@ class Trainer:
         }
 
     def _summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
-        """Test figures are the run's result (``overall``); validation figures are kept apart, labelled as such."""
-        bars_per_year = self.data.market.instrument.bars_per_year
-        folds = [{k: v for k, v in r.items() if k != "curves"} for r in results]
-        return {
-            "data": self.config.data.source,
-            "data_hash": self.data.market.content_hash(),
-            "seed": self.config.run.seed,
-            "validation_metric": self.config.train.validation_metric,
-            "folds": folds,
-            # no fold finished (a run stopped by a numerical fault in its first fold): nothing to chain
-            "overall": evaluation.overall(results, "test", bars_per_year) if results else {},
-            "validation_overall": evaluation.overall(results, "validation", bars_per_year) if results else {},
-        }
+        market, config = self.data.market, self.config
+        return evaluation.run_summary(config.data.source, market.content_hash(), config.run.seed,
+                                      config.train.validation_metric, results, market.instrument.bars_per_year)
+
+    # -- resumable state (the learner, environment and explorer hold theirs; trainer/resume.py composes them) --
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The trainer's own resumable state (live): the ISV and the step counter the kernels read."""
+        return {"isv": self.isv.tensor, "step_counter": self.step_counter}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Copy :meth:`state_dict` output in place (kernels keep their addresses), every entry checked first."""
+        load_in_place(self.state_dict(), state, "trainer state", "it was saved with another plugin set")
 
 
 # Collection's torch work as module-level functions of the trainer (the env step between them is a numba

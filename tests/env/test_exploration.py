@@ -58,3 +58,15 @@ def test_boltzmann_temperature_limits() -> None:
     drawn = explorer.boltzmann(row, 1.0)[:, Branch.DIRECTION]
     expected = torch.softmax(torch.tensor([0.0, 1.0, 2.0, 0.5]), dim=0).double()
     assert torch.allclose(torch.bincount(drawn, minlength=4).double() / N, expected, atol=0.03)
+
+
+def test_a_restored_counter_continues_the_draws() -> None:
+    q = [torch.zeros(6, size) for size in branch_sizes()]
+    original, restored = BranchExplorer(6, seed=11), BranchExplorer(6, seed=11)
+    for _ in range(5):
+        original.epsilon_greedy(q, 0.5)
+    restored.load_state_dict({name: t.clone() for name, t in original.state_dict().items()})
+    assert torch.equal(restored.epsilon_greedy(q, 0.5), original.epsilon_greedy(q, 0.5))
+    assert torch.equal(restored.boltzmann(q, 1.0), original.boltzmann(q, 1.0))
+    # the counter is what carried the draws on: a fresh explorer of the same seed draws otherwise
+    assert not torch.equal(BranchExplorer(6, seed=11).epsilon_greedy(q, 0.5), restored.epsilon_greedy(q, 0.5))

@@ -118,7 +118,7 @@ def test_the_agent_is_backtested_with_the_fee_kernel_not_the_core_physics(runs: 
         features, _ = normalised_features(data.features, data.folds[0], policy.config.features.clip)
         window = tuple(fold["validation_window"])
         core_physics = evaluation.RunBacktests(market.ohlcv, market.instrument, policy.config.env, run_env_step)
-        replayed = evaluation.metrics_of(core_physics.agent(policy.learner.act_values, features, window))
+        replayed = evaluation.metrics_of(core_physics.agent(policy.policy.act_values, features, window))
     finally:
         policy.host.close()
     reported = fold["validation"]["agent"]

@@ -1,0 +1,185 @@
+"""A trained greedy policy: network, PopArt statistics and atom support → the greedy action of every branch.
+
+A fold checkpoint (``checkpoints/fold_K``) is one saved :class:`Policy`, and
+:meth:`Policy.save` / :meth:`Policy.load` are each other's inverse: what one
+writes, the other reads, and a loaded policy saved again gives the same files.
+The tensors are the network, its spectral-norm vectors and PopArt statistics
+(named ``learner.*``, as when the learner wrote them, so checkpoints saved
+before this class existed still load), the ISV (the atom support is read from
+its slots) and the fold's feature normaliser; the metadata is the run's
+provenance (config, plugins, data, feature set, fold windows, validation).
+
+Acting is the learner's acting path (:meth:`Learner.act_values
+<foxhunt.learner.Learner.act_values>`) with the same operations in the same
+order, so a saved policy gives bit for bit the actions the run measured.
+The trainer tests each fold with its saved policy, ``foxhunt backtest`` and
+``foxhunt export`` load one (through :func:`foxhunt.backtester.load_policy`,
+which first checks the plugin set the layout comes from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from foxhunt.actions import Branch
+from foxhunt.checkpoint import TENSORS_FILE, load_checkpoint, save_checkpoint
+from foxhunt.checkpoint_fields import PolicyRecord, expect_tensors, naming_the_file, read_policy_record
+from foxhunt.config import FoxhuntConfig
+from foxhunt.config_loading import deep_copy, structure
+from foxhunt.env.tables import PortfolioObs
+from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.features import Normalizer
+from foxhunt.isv import ISV, IsvLayout
+from foxhunt.learner import (BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt, SpectralNorm,
+                             learner_config_of, support_atoms)
+from foxhunt.plugin_config import migrate_saved
+from foxhunt.state_loading import load_in_place
+
+__all__ = ["Policy", "POLICY_KIND", "refuse_other_kind", "saved_config"]
+
+POLICY_KIND = "policy"  # metadata "kind" of a fold checkpoint
+# The tensors' names in the file: the learner wrote policy checkpoints before this class did.
+_TENSOR_PREFIX = "learner."
+_HINT = "the checkpoint was made with another network shape or precision"
+# The precision runs train in (the learner's default): a checkpoint of another one is refused by the dtype check.
+_DTYPE = torch.float32
+# Written by save_checkpoint from the layout and the bytes: never part of the policy's own metadata.
+_SEALED_KEYS = ("isv", "integrity")
+
+
+def refuse_other_kind(metadata: Mapping[str, Any], path: Path) -> None:
+    """Refuse a checkpoint that is not a fold's policy (the resume checkpoint, most likely)."""
+    if metadata.get("kind") != POLICY_KIND:
+        raise CheckpointError(f"{path}: this is a {metadata.get('kind', 'unknown')!r} checkpoint; backtest and export "
+                              "take a fold checkpoint (checkpoints/fold_K)")
+
+
+def saved_config(record: PolicyRecord, source: str, plugins: Mapping[str, Any] | None = None) -> FoxhuntConfig:
+    """The config a policy was trained with, with ``plugins`` (a ``[plugins]`` table) over its own."""
+    saved = migrate_saved(record.config)  # saved before plugins owned their settings: moved to where they are now
+    if plugins and isinstance(saved, dict) and isinstance(saved.get("plugins", {}), dict):
+        saved = deep_copy(saved)  # the record's own dict stays as the file has it
+        table = saved.setdefault("plugins", {})
+        for key, value in plugins.items():  # a plugin's table merged key by key
+            table[key] = {**table[key], **value} if isinstance(value, dict) and isinstance(table.get(key), dict) else value
+    try:
+        return structure(saved, FoxhuntConfig, source=f"{source} (saved config)")
+    except ConfigError as error:  # the saved config is part of the checkpoint: a bad one is a bad checkpoint
+        raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
+
+
+class Policy:
+    """``act_values(obs)`` → expected Q ``[N, Branch, A]`` in return units; ``greedy_actions(obs)`` → ``[N, Branch]``.
+
+    ``isv`` supplies the atom support (its support slots, or ``config``'s ``v_min``/``v_max`` when the layout
+    has none); ``normalizer`` maps raw features to the market part of an observation; ``metadata`` is the
+    provenance :meth:`save` writes beside the tensors.
+    """
+
+    def __init__(self, network: BranchingNetwork, spectral: SpectralNorm, popart: PopArt, isv: ISV,
+                 config: LearnerConfig, normalizer: Normalizer, metadata: Mapping[str, Any]) -> None:
+        self.network, self.spectral, self.popart = network, spectral, popart
+        self.isv = isv
+        self.config = config
+        self.normalizer = normalizer
+        self.metadata = {key: value for key, value in metadata.items() if key not in _SEALED_KEYS}
+        self.dtype = popart.mu.dtype  # the learner builds its network and PopArt in one precision
+        self.device = isv.tensor.device
+        reads = LearnerReads.build(isv, config)
+        self._center, self._half_width = reads.center, reads.half_width  # live views of the ISV
+        self._unit_atoms = torch.linspace(-1.0, 1.0, config.n_atoms, device=self.device, dtype=self.dtype)
+
+    @classmethod
+    def of_learner(cls, learner: Learner, normalizer: Normalizer, metadata: Mapping[str, Any]) -> Policy:
+        """The learner's current greedy policy, sharing its live modules and ISV (not copies): save it, then
+        let it go, since it changes as the learner trains."""
+        return cls(learner.network, learner.spectral, learner.popart, learner.isv, learner.config, normalizer, metadata)
+
+    # -- acting ------------------------------------------------------------------------
+    def support(self) -> torch.Tensor:
+        """``[Branch, N]`` atoms, from the ISV's support slots (as :meth:`Learner.support` computes them)."""
+        return support_atoms(self._center.to(self.dtype), self._half_width.to(self.dtype), self.config.n_atoms,
+                             self._unit_atoms)
+
+    @torch.no_grad()
+    def act_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
+        q = self.network.expected_q(obs.to(self.dtype), self.support())
+        return q * self.popart.sigma[None, :, None] + self.popart.mu[None, :, None]
+
+    def greedy_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        """The argmax sub-action of every branch: ``[N, Branch]`` int64."""
+        return self.act_values(obs).argmax(dim=-1)
+
+    # -- state -------------------------------------------------------------------------
+    def _live(self) -> dict[str, torch.Tensor]:
+        return {f"{prefix}.{name}": tensor
+                for prefix, module in (("network", self.network), ("spectral", self.spectral), ("popart", self.popart))
+                for name, tensor in module.state_dict(keep_vars=True).items()}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The network, spectral-norm and PopArt tensors by name (copies)."""
+        return {name: tensor.detach().clone() for name, tensor in self._live().items()}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Copy :meth:`state_dict` output in place; names, shapes and dtypes are checked before the first copy."""
+        load_in_place(self._live(), state, "policy state", _HINT)
+
+    # -- the fold checkpoint -----------------------------------------------------------
+    def save(self, directory: Path) -> Path:
+        """Write this policy as the checkpoint folder ``directory`` (replaced whole, atomically)."""
+        tensors = {f"{_TENSOR_PREFIX}{name}": tensor for name, tensor in self.state_dict().items()}
+        tensors["isv"] = self.isv.tensor
+        tensors["normalizer.mean"] = torch.from_numpy(np.array(self.normalizer.mean, dtype=np.float64))
+        tensors["normalizer.std"] = torch.from_numpy(np.array(self.normalizer.std, dtype=np.float64))
+        metadata = self.metadata | {"kind": POLICY_KIND, "normalizer_clip": self.normalizer.clip}
+        return save_checkpoint(directory, tensors, metadata, self.isv.layout)
+
+    @classmethod
+    def load(cls, directory: Path, layout: IsvLayout, device: torch.device | str = "cpu") -> Policy:
+        """Read the policy :meth:`save` wrote to ``directory``, onto ``device``.
+
+        ``layout`` is the ISV layout of the plugins that will run beside it (invariant 4: it is compared with
+        the saved one first, and another is refused with the slot diff); then the two SHA-256 hashes, the
+        metadata keys and every tensor's name, shape and dtype are checked before anything is built.
+        """
+        directory = Path(directory)
+        tensor_path = directory / TENSORS_FILE
+        tensors, metadata = load_checkpoint(directory, layout)
+        refuse_other_kind(metadata, directory)
+        record = read_policy_record(metadata, directory)
+        config = learner_config_of(saved_config(record, str(directory)))
+        n_features = len(record.feature_set.names)
+        expect_tensors(tensors, {
+            "isv": ISV(layout, "cpu").tensor,
+            "normalizer.mean": torch.zeros(n_features, dtype=torch.float64),
+            "normalizer.std": torch.zeros(n_features, dtype=torch.float64),
+        }, tensor_path)
+        isv = ISV(layout, device)
+        isv.tensor.copy_(tensors["isv"])
+        normalizer = Normalizer(mean=tensors["normalizer.mean"].numpy(), std=tensors["normalizer.std"].numpy(),
+                                clip=record.normalizer_clip)
+        policy = cls._untrained(config, n_features + PortfolioObs.size(), isv, normalizer, metadata)
+        with naming_the_file(tensor_path):
+            policy.load_state_dict({name.removeprefix(_TENSOR_PREFIX): tensor for name, tensor in tensors.items()
+                                    if name.startswith(_TENSOR_PREFIX)})
+        return policy
+
+    @classmethod
+    def _untrained(cls, config: LearnerConfig, obs_dim: int, isv: ISV, normalizer: Normalizer,
+                   metadata: Mapping[str, Any]) -> Policy:
+        """Modules of the learner's shapes, to load into; built as the learner builds them."""
+        device = isv.tensor.device
+        # parameter init draws from the global RNG: forked, so loading a policy mid-run leaves the run's draws alone
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            network = BranchingNetwork(obs_dim, config).to(device, _DTYPE)
+        generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
+        spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
+        popart = PopArt(len(Branch), network.n_actions, config.popart_beta, config.popart_sigma_min, config.popart,
+                        device, _DTYPE)
+        return cls(network, spectral, popart, isv, config, normalizer, metadata)
