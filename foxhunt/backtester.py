@@ -229,6 +229,7 @@ def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None 
     learner = Learner(
         attrs.evolve(config, learner=small_replay), registries.layout, isv, host.loss_components(config),
         n_features + PortfolioObs.size(), device, config.run.seed, n_envs=1,
+        combiners=host.gradient_combiners(config),
     )
     with naming_the_file(path / TENSORS_FILE):
         learner.load_policy_state_dict(
