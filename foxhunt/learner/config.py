@@ -108,7 +108,8 @@ class LearnerConfig:
     priority_component: str = "c51"  # whose per-sample TD error feeds replay priorities
     # How the components' isolated gradients become one: a combiner some loaded plugin provides (the core's
     # "budgeted_sum", the built-in plugins' "pcgrad" and "uncertainty"); checked when the plugins are frozen.
-    # The default because neither alternative learned better in the ablation (docs/learner.md, "Gradient combiners").
+    # budgeted_sum stays the default until an ablation shows another learns better (docs/learner.md, "Gradient
+    # combiners", says why and gives the command).
     combiner: str = attrs.field(default="budgeted_sum", validator=attrs.validators.min_len(1))
     # optimisation
     # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)
