@@ -44,7 +44,16 @@ from foxhunt.learner.combiners import BUDGETED_SUM
 from foxhunt.learner.optim import reset_optimizer
 from foxhunt.state import ResetCategory
 
-__all__ = ["LearnerStateSpec", "LEARNER_STATE", "foxhunt_declare", "foxhunt_gradient_combiners"]
+__all__ = ["LearnerStateSpec", "LEARNER_STATE", "FOXHUNT_AUDIT", "foxhunt_declare", "foxhunt_gradient_combiners"]
+
+# The core's combiner is a component like a plugin's, so the audit needs its row wherever foxhunt is installed
+# and whatever audit folders a check is given: it ships here, as a plugin's own rows do (docs/audits/components.md
+# has the same row for readers of the repository).
+FOXHUNT_AUDIT = """
+| component | kind | plugin | status | tests |
+|---|---|---|---|---|
+| `budgeted_sum` | combiner | foxhunt.learner (core: foxhunt.learner.combiners) | wired | tests/learner/test_combiners.py, tests/plugins/combiners/test_norm_guarantee.py, tests/learner/test_pinned_update.py |
+"""
 
 
 def _reset_schedule(schedule: Any) -> None:

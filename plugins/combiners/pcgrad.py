@@ -30,7 +30,6 @@ from foxhunt import Combination, GradientCombiner, hookimpl
 __all__ = ["NAME", "pcgrad_coefficients", "pcgrad", "foxhunt_gradient_combiners"]
 
 NAME = "pcgrad"
-NORM_FLOOR = 1e-12  # keeps a fully cancelled gradient's clip coefficient finite (it multiplies zeros)
 
 
 def pcgrad_coefficients(cosines: torch.Tensor) -> torch.Tensor:
@@ -60,8 +59,9 @@ def pcgrad(flat: torch.Tensor, norms: torch.Tensor, losses: torch.Tensor, limits
     coefficients = pcgrad_coefficients(units @ units.T)  # [C, C]
     directions = coefficients @ units  # [C, P]: each projected gradient over its original norm
     shrink = directions.pow(2).sum(1).sqrt()  # [C], at most 1: projections only shorten
-    # min(‖g‖, limit / shrink) × direction: the projected gradient, or its clip to the limit (never inf × 0)
-    scale = torch.minimum(norms, limits / (shrink + NORM_FLOOR))  # [C]
+    # min(‖g‖, limit / shrink) × direction: the projected gradient, or its clip to the limit; a row with nothing
+    # left (or no direction at all) contributes zero, never inf × 0
+    scale = torch.where(shrink > 0, torch.minimum(norms, limits / shrink), torch.zeros_like(shrink))  # [C]
     return Combination(scale[:, None] * directions, scale * shrink)
 
 

@@ -3,15 +3,18 @@ the selection refuses an unknown name, and a combiner's learned values are learn
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from gradient_strategies import ComponentGradients, as_parameters, component_gradients
 from hypothesis import given
 
 from foxhunt import Combination, GradientCombiner
+from foxhunt.audit import parse_rows
 from foxhunt.errors import ConfigError
 from foxhunt.hookspecs import hookimpl
-from foxhunt.learner import BUDGETED_SUM, budgeted_sum, combine, select_combiner
+from foxhunt.learner import BUDGETED_SUM, budgeted_sum, combine, declarations, select_combiner
 
 SAFETY_SLACK = 1e-5
 
@@ -58,6 +61,14 @@ def test_the_safety_clip_bounds_a_combiner_that_ignores_its_budgets(case: Compon
     assert float(result.flat.double().norm()) <= case.max_grad_norm * (1 + SAFETY_SLACK)
     total = float(result.combined_norm)
     assert int(result.safety_fired) == int(total > case.max_grad_norm * (1 + SAFETY_SLACK))
+
+
+def test_the_core_ships_the_audit_row_of_its_combiner_as_the_repository_lists_it() -> None:
+    [shipped] = parse_rows(declarations.FOXHUNT_AUDIT, "module")
+    table = Path(__file__).resolve().parents[2] / "docs" / "audits" / "components.md"
+    [listed] = [row for row in parse_rows(table.read_text(encoding="utf-8"), "docs") if row.name == "budgeted_sum"]
+    assert (shipped.kind, shipped.plugin, shipped.status, shipped.tests) == (
+        listed.kind, listed.plugin, listed.status, listed.tests)
 
 
 def test_an_unknown_combiner_is_refused_naming_the_available_ones() -> None:
