@@ -4,6 +4,7 @@
     python benchmarks/learning.py --jobs 2                 # two seeds at a time, in separate processes
     python benchmarks/learning.py --quick                  # smoke run: 2 seeds, 1 fold, 1 short epoch
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
+    python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -46,6 +47,15 @@ QUICK_OVERRIDES = ["folds.n_folds=1", "train.epochs=1", "train.env_steps_per_epo
                    "train.warmup_env_steps=512", "env.n_envs=16"]
 QUICK_SEEDS = 2
 DEFAULT_SEEDS = 5
+# --ablation NAME: the same runs under each variant's overrides (added after --set), one table row per variant
+# and dataset. The first variant is the default it is measured against.
+ABLATIONS: dict[str, dict[str, list[str]]] = {
+    "combiners": {  # docs/learner.md, "Gradient combiners"
+        "budgeted_sum (default)": [],
+        "pcgrad": ['learner.combiner="pcgrad"'],
+        "uncertainty": ['learner.combiner="uncertainty"'],
+    },
+}
 
 
 def reported_windows(summary: dict[str, Any]) -> list[tuple[int, int]]:
@@ -122,14 +132,16 @@ def _median_iqr(values: list[float], digits: int = 2, signed: bool = True) -> st
 
 
 def table_rows(runs: list[dict[str, Any]]) -> list[str]:
-    """The markdown table: one row per dataset, in the order first seen."""
+    """The markdown table: one row per dataset (per variant and dataset in an ablation), in the order first seen."""
+    ablation = any("variant" in run for run in runs)
     lines = [
-        "| dataset | seeds | agent Sharpe, median [IQR] | oracle Sharpe | agent/oracle, median [IQR] | buy & hold Sharpe | "
+        ("| variant " if ablation else "")
+        + "| dataset | seeds | agent Sharpe, median [IQR] | oracle Sharpe | agent/oracle, median [IQR] | buy & hold Sharpe | "
         "agent > B&H | round trips, median [IQR] | turnover, median [IQR] | wall s/run |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        ("|---" if ablation else "") + "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in dict.fromkeys(run["dataset"] for run in runs):
-        rows = [run for run in runs if run["dataset"] == name]
+    for variant, name in dict.fromkeys((run.get("variant"), run["dataset"]) for run in runs):
+        rows = [run for run in runs if run["dataset"] == name and run.get("variant") == variant]
         agent = [run["agent"]["sharpe"] for run in rows]
         hold = [run["buy_and_hold"]["sharpe"] for run in rows]
         oracles = [run["oracle"]["sharpe"] for run in rows if run["oracle"] is not None]
@@ -142,7 +154,7 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
             ratio_cell = _median_iqr(ratios) + (f" ({len(ratios)}/{len(rows)} seeds)" if oracles and len(ratios) < len(rows) else "")
         beats = sum(a > h for a, h in zip(agent, hold))
         lines.append(
-            f"| {name} | {len(rows)} | {_median_iqr(agent)} | {oracle_cell} | {ratio_cell} | {statistics.median(hold):+.2f} | "
+            (f"| {variant} " if ablation else "") + f"| {name} | {len(rows)} | {_median_iqr(agent)} | {oracle_cell} | {ratio_cell} | {statistics.median(hold):+.2f} | "
             f"{beats}/{len(rows)} | {_median_iqr([run['agent']['round_trips'] for run in rows], 0, False)} | "
             f"{_median_iqr([run['agent']['turnover'] for run in rows], 1, False)} | "
             f"{statistics.median(run['wall_s'] for run in rows):.0f} |"
@@ -161,11 +173,16 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per run, as `foxhunt train` sets them")
     parser.add_argument("--json", dest="json_out", type=Path, default=None, help="write every run's raw results here")
+    parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
+                        help="run every variant of one mechanism (after the --set overrides), one row per variant")
     args = parser.parse_args()
     names = args.datasets or DEFAULT_DATASETS
     seeds = range(args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else DEFAULT_SEEDS)
     overrides = [*(QUICK_OVERRIDES if args.quick else []), *args.overrides]
-    jobs = [(name, seed, args.device, overrides, args.threads) for name in names for seed in seeds]
+    variants = ABLATIONS[args.ablation] if args.ablation else {None: []}
+    labelled = [(variant, (name, seed, args.device, [*overrides, *extra], args.threads))
+                for variant, extra in variants.items() for name in names for seed in seeds]
+    jobs = [job for _, job in labelled]
     print(f"# {len(jobs)} runs on {args.device}, {args.jobs} at a time; overrides: {overrides or 'none'}", file=sys.stderr, flush=True)
     if args.jobs > 1:
         # spawn: a forked child would inherit torch's and numba's thread pools in an undefined state.
@@ -174,6 +191,8 @@ def main() -> None:
             runs = list(pool.map(run_once, *zip(*jobs)))
     else:
         runs = [run_once(*job) for job in jobs]
+    if args.ablation:
+        runs = [{**run, "variant": variant} for (variant, _), run in zip(labelled, runs, strict=True)]
     print("\n".join(table_rows(runs)), flush=True)
     if args.json_out is not None:
         settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides}

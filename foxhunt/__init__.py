@@ -25,7 +25,7 @@ from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugins import PluginHost, PluginSelection
-from foxhunt.records import Kernel, KernelPoint, LossComponent
+from foxhunt.records import Combination, GradientCombiner, Kernel, KernelPoint, LossComponent
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
@@ -33,9 +33,11 @@ __all__ = [
     "__version__",
     "AdaptiveMonitor",
     "Branch",
+    "Combination",
     "DiagSnapshot",
     "DimTable",
     "FoxhuntError",
+    "GradientCombiner",
     "ISV",
     "IsvLayout",
     "Kernel",

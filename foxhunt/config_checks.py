@@ -46,6 +46,7 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
+from foxhunt.learner.combiners import select_combiner
 from foxhunt.plugins import PluginHost
 from foxhunt.profiles import device_name
 
@@ -252,5 +253,7 @@ def check_config(config: FoxhuntConfig) -> FoxhuntConfig:
     if problems:
         lines = "\n".join(f"  {key}: {reason}" for key, reason in problems)
         raise ConfigError(f"this configuration cannot run:\n{lines}")
-    PluginHost(config.plugins).discover().declare().freeze()  # the plugins' own tables: PluginError naming each
+    host = PluginHost(config.plugins).discover().declare()
+    host.freeze()  # the plugins' own tables: PluginError naming each
+    select_combiner(host.gradient_combiners(config), config.learner.combiner)  # a name no plugin provides
     return config

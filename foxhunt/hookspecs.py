@@ -23,7 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from foxhunt.monitors import AdaptiveMonitor
-    from foxhunt.records import Kernel, LossComponent
+    from foxhunt.records import GradientCombiner, Kernel, LossComponent
     from foxhunt.registrar import Registrar
 
 __all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
@@ -60,6 +60,21 @@ def foxhunt_loss_components(config: Any, settings: Any) -> list[LossComponent]:
 
     Called once after freeze. Results from every plugin are concatenated; two
     components with the same name stop the run.
+    """
+
+
+@hookspec
+def foxhunt_gradient_combiners(config: Any, settings: Any) -> list[GradientCombiner]:
+    """Return the gradient combiners this plugin offers the learner.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
+    :return: a list of :class:`foxhunt.records.GradientCombiner` (may be empty).
+
+    Called once after freeze. Results from every plugin are concatenated (the core's learner plugin
+    provides ``budgeted_sum``); two combiners with the same name stop the run. The learner uses the one
+    ``[learner] combiner`` names; a name no loaded plugin provides is refused before the run starts,
+    listing the available ones.
     """
 
 

@@ -7,13 +7,14 @@ the work, so the core can validate it before a run starts.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "Kernel", "KernelPoint"]
+__all__ = ["LossComponent", "GradientCombiner", "Combination", "Kernel", "KernelPoint"]
 
 
 def _dotted_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -66,6 +67,56 @@ class LossComponent:
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
     per_sample: Callable[[Any], Any] | None = None
     optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
+
+
+def _non_negative_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"gradient combiner {instance.name!r}: {attribute.name} must be an int >= 0, got {value!r}")
+
+
+@attrs.frozen
+class GradientCombiner:
+    """A rule that turns the loss components' isolated gradients into one, returned by ``foxhunt_gradient_combiners``.
+
+    ``combine(gradients, norms, losses, limits, parameters)`` is a pure torch function (no in-place writes,
+    no host reads: it runs inside a compiled, graph-captured update) of
+
+    - ``gradients [C, P]``: each component's gradient, every parameter's laid end to end;
+    - ``norms [C]``: their Euclidean norms (computed once by the learner);
+    - ``losses [C]``: the component losses (detached);
+    - ``limits [C]``: each component's budget limit, ``budget × max_grad_norm`` (budgets sum to 1);
+    - ``parameters [C, parameters_per_component]``: the combiner's learned values (detached).
+
+    It returns a :class:`Combination`: what each component contributes (the learner sums the contributions
+    and applies the one safety clip that keeps the total within ``max_grad_norm``, whatever the combiner
+    did; a combiner that keeps each contribution within its limit never makes it fire), and the gradient
+    of its own learned values.
+
+    ``parameters_per_component`` learned values per component (uncertainty weighting's log-variance: 1)
+    start at zero, are stepped by the learner's optimiser together with the network and are saved with
+    the learner's state (``learner.combiner``); 0 means none. ``[learner] combiner`` selects one combiner.
+    """
+
+    name: str = attrs.field(validator=_dotted_name)
+    combine: Callable[..., Any] = attrs.field(validator=attrs.validators.is_callable())
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    parameters_per_component: int = attrs.field(default=0, validator=_non_negative_count)
+
+
+@dataclasses.dataclass(frozen=True)
+class Combination:
+    """What a :class:`GradientCombiner` returns.
+
+    ``contributions [C, P]``: each component's share of the gradient (the learner sums them);
+    ``norms [C]``: each contribution's norm (the ``learner.component_grad_norm_clipped`` signal);
+    ``parameter_grad [C, W]``: the gradient of the combiner's learned values, ``None`` when it has none.
+    A dataclass rather than an attrs class: it is built inside the compiled update, where dynamo traces
+    dataclasses natively.
+    """
+
+    contributions: Any
+    norms: Any
+    parameter_grad: Any = None
 
 
 class KernelPoint(enum.StrEnum):

@@ -57,10 +57,10 @@ def slot_uses(layout: Any, components: Iterable[tuple[str, str, Any]]) -> list[S
 
 def readers_by_name(components: Iterable[tuple[str, str, Any]]) -> dict[str, set[str]]:
     """``{slot or signal name: {"kind name", ...}}`` over the ``reads`` (and a monitor's ``signals``) of
-    ``components``."""
+    ``components``. A gradient combiner has no ``reads``: it sees only the update's gradients and losses."""
     readers: dict[str, set[str]] = {}
     for kind, _plugin, item in components:
-        for name in (*item.reads, *getattr(item, "signals", ())):
+        for name in (*getattr(item, "reads", ()), *getattr(item, "signals", ())):
             readers.setdefault(name, set()).add(f"{kind} {item.name}")
     return readers
 

@@ -3,7 +3,8 @@
 
 Components are found statically, without importing anything:
 
-* loss components and kernels: calls ``LossComponent(name="...")`` and
+* loss components, gradient combiners and kernels: calls
+  ``LossComponent(name="...")``, ``GradientCombiner(name="...")`` and
   ``Kernel(name="...")`` (also as ``records.LossComponent(...)``, and with the
   name as the first positional argument);
 * monitors: classes that subclass ``AdaptiveMonitor`` directly and set a class
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 # Record classes whose ``name`` is a component name, and the kind each one is.
-RECORD_KINDS = {"LossComponent": "loss", "Kernel": "kernel"}
+RECORD_KINDS = {"LossComponent": "loss", "GradientCombiner": "combiner", "Kernel": "kernel"}
 MONITOR_BASE = "AdaptiveMonitor"
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 

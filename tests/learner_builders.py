@@ -98,7 +98,7 @@ def make_learner() -> Callable[..., Learner]:
         host, registries = frozen_host(extra, losses, settings)
         isv = ISV(registries.layout)
         learner = Learner(config, registries.layout, isv, host.loss_components(config), OBS_DIM, "cpu", seed,
-                          n_envs=N_ENVS, dtype=dtype)
+                          n_envs=N_ENVS, dtype=dtype, combiners=host.gradient_combiners(config))
         learner.attach_state(registries.state)
         learner.registries = registries
         if fill:

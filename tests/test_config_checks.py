@@ -122,6 +122,14 @@ def test_a_bad_plugin_table_is_refused_before_the_run_directory_exists(tmp_path:
     assert "plugins.c51.smoothing: unknown key; the settings of plugin 'c51' are label_smoothing_max" in result.stderr
 
 
+def test_a_combiner_no_plugin_provides_is_refused_before_the_run_directory_exists(tmp_path: Path) -> None:
+    result = train(tmp_path, 'learner.combiner="pcgrd"')
+    assert_refused(result, tmp_path, "learner.combiner", "'pcgrd' is not a gradient combiner of any loaded plugin")
+    assert "(available: budgeted_sum, pcgrad, uncertainty)" in result.stderr
+    disabled = train(tmp_path, 'learner.combiner="pcgrad"', 'plugins.disable=["pcgrad"]')
+    assert_refused(disabled, tmp_path, "learner.combiner", "(available: budgeted_sum, uncertainty)")
+
+
 def test_cuda_asked_for_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = CliRunner().invoke(cli, ["train", "--out", str(tmp_path / "run"), "--device", "cuda"], prog_name="foxhunt")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from foxhunt import AdaptiveMonitor, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
+from foxhunt import AdaptiveMonitor, GradientCombiner, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitors import reset_monitor
@@ -112,7 +112,8 @@ def test_hook_name_far_from_any_spec_lists_the_known_hooks() -> None:
     host = host_with(("odd", plugin("odd_plugin", foxhunt_qqqqqqqqqqqqqqqqqqqqqq=lambda: None)))
     (problem,) = problems_of(host)
     assert "unknown hook 'foxhunt_qqqqqqqqqqqqqqqqqqqqqq'" in problem
-    assert "known hooks: foxhunt_declare, foxhunt_kernels, foxhunt_loss_components, foxhunt_monitors" in problem
+    assert ("known hooks: foxhunt_declare, foxhunt_gradient_combiners, foxhunt_kernels, foxhunt_loss_components, "
+            "foxhunt_monitors") in problem
 
 
 def test_hook_with_a_wrong_signature_is_reported() -> None:
@@ -258,6 +259,26 @@ def test_kernel_may_write_only_its_own_plugins_slots() -> None:
         "[grabby from grabby-dist 1.0] kernel 'grabby.kernel' writes ISV slot 'theirs.value', "
         "which plugin 'grabby' did not declare"
     )
+
+
+def test_gradient_combiners_are_collected_and_a_name_taken_twice_is_refused() -> None:
+    def combiner(name: str) -> GradientCombiner:
+        return GradientCombiner(name, lambda *tensors: None, f"test combiner {name}")
+
+    mine = combiner("mine")
+    host = host_with(("a", plugin("a_plugin", foxhunt_gradient_combiners=lambda config: [mine])))
+    host.add_core()
+    host.declare().freeze()
+    assert sorted(c.name for c in host.gradient_combiners(config=None)) == ["budgeted_sum", "mine"]
+    clash = host_with(("a", plugin("a_plugin", foxhunt_gradient_combiners=lambda: [combiner("budgeted_sum")])))
+    clash.add_core()
+    clash.declare().freeze()
+    with pytest.raises(PluginError) as caught:
+        clash.gradient_combiners(config=None)
+    (problem,) = caught.value.problems
+    assert problem.message.startswith("component name 'budgeted_sum' from foxhunt_gradient_combiners is already "
+                                      "used by plugin ")
+    assert {problem.plugin, problem.message.split("plugin ")[1].split(" ")[0].strip("'")} == {"a", "foxhunt.learner"}
 
 
 def test_declaration_after_freeze_from_a_component_hook_is_reported() -> None:

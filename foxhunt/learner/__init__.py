@@ -1,6 +1,7 @@
 """The learner: branching dueling distributional Q-network, budgeted loss components, optimisation, replay."""
 
-from foxhunt.learner.budgets import BudgetedGradient, GradientBudget, budgeted_sum, resolve_budgets, split_flat
+from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
+from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, budget_clip, combine, select_combiner
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
@@ -14,8 +15,9 @@ from foxhunt.learner.targets import Targets
 
 __all__ = [
     "Batch",
-    "BudgetedGradient",
+    "BUDGETED_SUM",
     "BranchingNetwork",
+    "CombinedGradient",
     "GradientBudget",
     "Learner",
     "LearnerConfig",
@@ -26,13 +28,16 @@ __all__ = [
     "Replay",
     "ReplayConfig",
     "SpectralNorm",
+    "budget_clip",
     "budgeted_sum",
+    "combine",
     "Targets",
     "learner_config_of",
     "project_distribution",
     "project_sorted",
     "quantile_huber",
     "resolve_budgets",
+    "select_combiner",
     "split_flat",
     "support_atoms",
 ]

@@ -1,39 +1,34 @@
 """Gradient isolation and budgets (invariant 9).
 
-Each loss component is differentiated on its own, its gradient clipped to
-``budget × max_grad_norm``, and the clipped gradients are summed. Budgets over
-the enabled components sum to exactly 1, so by the triangle inequality the
-combined norm is at most ``max_grad_norm`` and the optimiser's final safety clip
-never fires; it is kept anyway, and every firing is counted in a device tensor.
+Each loss component is differentiated on its own, and a gradient combiner
+(:mod:`foxhunt.learner.combiners`) turns the isolated gradients into one. The
+default, :func:`budgeted_sum`, clips each to ``budget × max_grad_norm`` and
+sums them. Budgets over the enabled components sum to exactly 1, so by the
+triangle inequality the combined norm is at most ``max_grad_norm`` and the
+final safety clip every combiner shares never fires for it; the clip is kept
+anyway, and every firing is counted in a device tensor.
 
-:func:`budgeted_sum` is that rule as one pure function of the stacked
-per-component gradients (``[K, *param.shape]`` per parameter). Two ways feed it:
-
-- ``loop`` (:meth:`GradientBudget.apply`): one ``autograd.grad`` per component
-  over the shared graph (``retain_graph``). Each pass only walks the part of the
-  graph its loss reaches (the IQN loss never touches the C51 heads).
-- ``batched`` (:mod:`foxhunt.learner.functional`): one ``torch.func.vjp`` of the
-  stacked losses, vmapped over the K one-hot cotangents; one pass that walks the
-  whole graph for every component, and the form ``torch.compile`` can trace.
-
-``benchmarks/learner.py`` measures both (docs/learner.md).
+:class:`GradientBudget` holds the live side: the limits, the flat gradient
+buffer every ``p.grad`` views, and the metric tensors. Per-component gradients
+come from one ``autograd.grad`` per component over the shared graph
+(:meth:`GradientBudget.loop_gradients`, eager) or from ``torch.func``
+(:mod:`foxhunt.learner.functional`, compiled); docs/learner.md compares them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
 import torch
 
 from foxhunt.errors import BudgetError
+from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
 from foxhunt.records import LossComponent
 
-__all__ = ["resolve_budgets", "budgeted_sum", "split_flat", "BudgetedGradient", "GradientBudget", "BUDGET_TOLERANCE"]
+__all__ = ["resolve_budgets", "budgeted_sum", "split_flat", "GradientBudget", "BUDGET_TOLERANCE"]
 
 BUDGET_TOLERANCE = 1e-9  # budgets are decimal fractions; their float sum may miss 1 by a few ulps
-SAFETY_SLACK = 1e-5  # rounding margin before a safety-clip firing is counted (the clip itself is exact)
 
 
 def resolve_budgets(components: Sequence[LossComponent], overrides: Mapping[str, float]) -> tuple[float, ...]:
@@ -61,36 +56,14 @@ def resolve_budgets(components: Sequence[LossComponent], overrides: Mapping[str,
     return budgets
 
 
-@dataclasses.dataclass(frozen=True)
-class BudgetedGradient:
-    """The result of :func:`budgeted_sum`: the final gradient, flat, and the device-tensor metrics.
-
-    ``flat [P]`` is every parameter's gradient end to end in parameter order
-    (:func:`split_flat` gives them back in their shapes).
-    """
-
-    flat: torch.Tensor
-    component_norms: torch.Tensor  # [K] pre-clip
-    clipped_norms: torch.Tensor  # [K]
-    combined_norm: torch.Tensor  # [] after the budget clips, before the safety clip
-    safety_fired: torch.Tensor  # [] int64, 1 when the safety clip fired
-
-
-def budgeted_sum(stacked: Sequence[torch.Tensor], limits: torch.Tensor, max_grad_norm: float) -> BudgetedGradient:
+def budgeted_sum(stacked: Sequence[torch.Tensor], limits: torch.Tensor, max_grad_norm: float) -> CombinedGradient:
     """Clip each component's gradient to its limit, sum, safety-clip. ``stacked[i]`` is ``[K, *params[i].shape]``.
 
-    Pure (no in-place writes, no host reads), so it runs inside a compiled update too. The
-    gradients are laid end to end first (``[K, P]``): every norm and sum is then one
-    reduction over all parameters, not one per parameter.
+    The default combiner through :func:`~foxhunt.learner.combiners.combine`: pure (no in-place writes, no host
+    reads), so it runs inside a compiled update too.
     """
-    flat = torch.cat([g.reshape(g.shape[0], -1) for g in stacked], dim=1)  # [K, P]
-    norms = flat.pow(2).sum(1).sqrt()  # [K]
-    coef = torch.clamp(limits / (norms + 1e-12), max=1.0)  # [K]
-    combined = (coef[:, None] * flat).sum(0)  # [P]
-    total = combined.pow(2).sum().sqrt()
-    fired = (total > max_grad_norm * (1.0 + SAFETY_SLACK)).to(torch.int64)
-    scale = torch.clamp(max_grad_norm / (total + 1e-12), max=1.0)
-    return BudgetedGradient(combined * scale, norms, norms * coef, total, fired)
+    empty = limits.new_zeros(limits.shape[0], 0)  # budgeted_sum reads neither losses nor learned values
+    return combine(BUDGETED_SUM, stacked, limits.new_zeros(limits.shape), limits, empty, max_grad_norm)
 
 
 def split_flat(flat: torch.Tensor, shapes: Sequence[torch.Size]) -> list[torch.Tensor]:
@@ -133,8 +106,8 @@ class GradientBudget:
         return [torch.stack(grads) for grads in zip(*per_component, strict=True)]
 
     @torch.no_grad()
-    def store(self, result: BudgetedGradient) -> None:
-        """Copy a :func:`budgeted_sum` result into ``p.grad`` and the metric tensors (in place: stable addresses)."""
+    def store(self, result: CombinedGradient) -> None:
+        """Copy a :func:`~foxhunt.learner.combiners.combine` result into ``p.grad`` and the metric tensors (in place: stable addresses)."""
         self.flat_grad.copy_(result.flat)
         self.component_norms.copy_(result.component_norms)
         self.clipped_norms.copy_(result.clipped_norms)

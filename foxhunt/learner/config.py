@@ -106,6 +106,11 @@ class LearnerConfig:
     # drives the replay priorities (a choice among the enabled components, made by the learner).
     budgets: dict[str, float] = attrs.field(factory=dict, converter=_budget_dict)  # overrides component defaults
     priority_component: str = "c51"  # whose per-sample TD error feeds replay priorities
+    # How the components' isolated gradients become one: a combiner some loaded plugin provides (the core's
+    # "budgeted_sum", the built-in plugins' "pcgrad" and "uncertainty"); checked when the plugins are frozen.
+    # budgeted_sum stays the default until an ablation shows another learns better (docs/learner.md, "Gradient
+    # combiners", says why and gives the command).
+    combiner: str = attrs.field(default="budgeted_sum", validator=attrs.validators.min_len(1))
     # optimisation
     # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)
     lr: float = attrs.field(default=3e-4, validator=[_finite, _positive, attrs.validators.le(1.0)])

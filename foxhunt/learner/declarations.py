@@ -22,6 +22,14 @@ Categories, and why:
 - gradient statistics (norms, safety-clip count): **training-persist**; the
   safety-clip count is a whole-run invariant check (it must stay 0).
 - the learner's random generator (τ draws, replay draws): **training-persist**.
+- the gradient combiner's learned values (uncertainty weighting's per-component
+  log-variances; none for the default ``budgeted_sum``): **training-persist**,
+  like the network whose losses they weigh. Their Adam moments are part of the
+  optimiser's entry and reset with it.
+
+The module also provides the core's own gradient combiner, ``budgeted_sum``
+(:mod:`foxhunt.learner.combiners`), through ``foxhunt_gradient_combiners``: a
+run with every optional plugin disabled still has its default combiner.
 """
 
 from __future__ import annotations
@@ -32,10 +40,20 @@ from typing import Any
 import attrs
 
 from foxhunt.hookspecs import hookimpl
+from foxhunt.learner.combiners import BUDGETED_SUM
 from foxhunt.learner.optim import reset_optimizer
 from foxhunt.state import ResetCategory
 
-__all__ = ["LearnerStateSpec", "LEARNER_STATE", "foxhunt_declare"]
+__all__ = ["LearnerStateSpec", "LEARNER_STATE", "FOXHUNT_AUDIT", "foxhunt_declare", "foxhunt_gradient_combiners"]
+
+# The core's combiner is a component like a plugin's, so the audit needs its row wherever foxhunt is installed
+# and whatever audit folders a check is given: it ships here, as a plugin's own rows do (docs/audits/components.md
+# has the same row for readers of the repository).
+FOXHUNT_AUDIT = """
+| component | kind | plugin | status | tests |
+|---|---|---|---|---|
+| `budgeted_sum` | combiner | foxhunt.learner (core: foxhunt.learner.combiners) | wired | tests/learner/test_combiners.py, tests/plugins/combiners/test_norm_guarantee.py, tests/learner/test_pinned_update.py |
+"""
 
 
 def _reset_schedule(schedule: Any) -> None:
@@ -66,6 +84,8 @@ LEARNER_STATE: tuple[LearnerStateSpec, ...] = (
     LearnerStateSpec("learner.gradients", ResetCategory.TRAINING_PERSIST, None,
                      "per-component gradient norms and the safety-clip count"),
     LearnerStateSpec("learner.rng", ResetCategory.TRAINING_PERSIST, None, "generator of τ samples and replay draws"),
+    LearnerStateSpec("learner.combiner", ResetCategory.TRAINING_PERSIST, None,
+                     "the gradient combiner's learned values per component (none for budgeted_sum)"),
 )
 
 
@@ -74,3 +94,9 @@ def foxhunt_declare(registrar: Any) -> None:
     """Claim every learner state entry with its category and reset dispatch."""
     for spec in LEARNER_STATE:
         registrar.state(spec.name, spec.category, reset=spec.reset, doc=spec.doc)
+
+
+@hookimpl
+def foxhunt_gradient_combiners() -> list[Any]:
+    """The core's combiner, ``budgeted_sum`` (invariant 9's rule, and ``[learner] combiner``'s default)."""
+    return [BUDGETED_SUM]

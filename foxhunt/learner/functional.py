@@ -1,7 +1,8 @@
 """The differentiable middle of an update as one pure function of the parameters.
 
 Online forward → :class:`~foxhunt.learner.inputs.LossInputs` → K component
-losses → per-component gradients → :func:`~foxhunt.learner.budgets.budgeted_sum`,
+losses → per-component gradients → the run's gradient combiner
+(:func:`~foxhunt.learner.combiners.combine`: ``budgeted_sum`` by default),
 plus what the rest of the update needs from the same forward: the detached
 per-sample TD error (replay priorities), the Q statistics and per-branch
 gradient norms (the adaptive kernels' signals).
@@ -31,9 +32,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from foxhunt.learner.budgets import BudgetedGradient, budgeted_sum, split_flat
+from foxhunt.learner.budgets import split_flat
+from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
-from foxhunt.records import LossComponent
+from foxhunt.records import GradientCombiner, LossComponent
 
 __all__ = ["GradientStep", "FunctionalGradients", "q_statistics", "branch_grad_norm"]
 
@@ -43,7 +45,7 @@ class GradientStep:
     """One update's gradient result. ``losses [K]``; ``per_sample [B]`` or ``None``; Q statistics ``[Branch]``."""
 
     losses: torch.Tensor
-    budgeted: BudgetedGradient
+    budgeted: CombinedGradient
     per_sample: torch.Tensor | None
     q_mean: torch.Tensor
     q_std: torch.Tensor
@@ -81,12 +83,14 @@ class FunctionalGradients:
 
     Each group's :class:`LossInputs` is :func:`build_loss_inputs` of its forward
     and ``sources`` (the learner's live ISV reads and settings). ``params`` maps
-    parameter names to the live parameters.
+    parameter names to the live parameters. ``combiner`` turns the per-component gradients into one
+    (``combiner_parameters [K, W]``, its learned values; empty for one without any).
     """
 
     def __init__(self, network: nn.Module, components: Sequence[LossComponent], priority: LossComponent | None,
                  limits: torch.Tensor, max_grad_norm: float, sources: InputSources,
-                 groups: Sequence[Sequence[int]]) -> None:
+                 groups: Sequence[Sequence[int]], combiner: GradientCombiner = BUDGETED_SUM,
+                 combiner_parameters: torch.Tensor | None = None) -> None:
         self.network = network
         self.components = list(components)
         self.priority = priority
@@ -101,6 +105,9 @@ class FunctionalGradients:
         self.limits = limits
         self.max_grad_norm = float(max_grad_norm)
         self.eyes = [torch.eye(len(group), device=limits.device, dtype=limits.dtype) for group in self.groups]
+        self.combiner = combiner
+        self.combiner_parameters = (limits.new_zeros(len(self.components), 0) if combiner_parameters is None
+                                    else combiner_parameters)
 
     def _forward(self, params: dict[str, torch.Tensor], batch: Any, support: torch.Tensor, taus: torch.Tensor,
                  targets: Any) -> tuple[LossInputs, tuple[torch.Tensor, ...]]:
@@ -135,11 +142,11 @@ class FunctionalGradients:
 
     def finish(self, losses: torch.Tensor, stacked: Sequence[torch.Tensor], q: torch.Tensor,
                per_sample: torch.Tensor | None) -> GradientStep:
-        """The tail every gradient mode shares (the eager loop too): budgets, Q statistics, per-branch norms.
+        """The tail every gradient mode shares (the eager loop too): the combiner, Q statistics, per-branch norms.
 
         ``losses [K]``; ``stacked`` per parameter ``[K, *shape]``; ``q`` the online expected Q ``[B, Branch, A]``.
         """
-        budgeted = budgeted_sum(stacked, self.limits, self.max_grad_norm)
+        budgeted = combine(self.combiner, stacked, losses, self.limits, self.combiner_parameters, self.max_grad_norm)
         final = split_flat(budgeted.flat, self.shapes)
         q_mean, q_std, q_gap, greedy_share = q_statistics(q, self.network.action_mask, self.network.n_valid)
         return GradientStep(

@@ -8,7 +8,8 @@ Read top to bottom, :meth:`Learner.update` is the whole algorithm:
    value output layers of both networks so their unnormalised outputs are unchanged;
 3. the online net runs once on the batch; every loss component computes its loss
    from the shared :class:`~foxhunt.learner.inputs.LossInputs`;
-4. gradients are isolated per component, clipped to budget, summed, safety-clipped
+4. gradients are isolated per component and combined by the run's gradient combiner (default
+   ``budgeted_sum``: clipped to budget, summed), then safety-clipped
    (eager: one ``autograd.grad`` each after one shared forward, :meth:`Learner.loop_gradients`;
    ``[learner] compile``: the pure :class:`~foxhunt.learner.functional.FunctionalGradients`,
    compiled like the other pieces);
@@ -35,6 +36,7 @@ from foxhunt.actions import Branch
 from foxhunt.errors import ConfigError
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
+from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import support_atoms
@@ -48,12 +50,13 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import LossComponent
+from foxhunt.records import GradientCombiner, LossComponent
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component"]
 
 INIT_POWER_ITERATIONS = 50  # at construction u/v start random; later updates refine them one step at a time
+COMBINER_PARAMETERS = "combiner.parameters"  # the combiner's learned values in state_dict (only when it has any)
 
 
 def priority_component(components: Sequence[LossComponent], name: str) -> LossComponent:
@@ -76,10 +79,15 @@ def priority_component(components: Sequence[LossComponent], name: str) -> LossCo
 
 
 class Learner:
-    """Owns the networks, optimiser, PopArt, replay and the loss components of one run."""
+    """Owns the networks, optimiser, PopArt, replay, the loss components and the gradient combiner of one run.
+
+    ``combiners`` are the gradient combiners the run's plugins provide (``PluginHost.gradient_combiners``);
+    ``[learner] combiner`` picks one. Left out, only the core's ``budgeted_sum`` is available.
+    """
 
     def __init__(self, config: Any, layout: IsvLayout, isv: ISV, components: Sequence[LossComponent], obs_dim: int,
-                 device: torch.device | str, seed: int, *, n_envs: int = 1, dtype: torch.dtype = torch.float32) -> None:
+                 device: torch.device | str, seed: int, *, n_envs: int = 1, dtype: torch.dtype = torch.float32,
+                 combiners: Sequence[GradientCombiner] = (BUDGETED_SUM,)) -> None:
         self.config: LearnerConfig = learner_config_of(config)
         c = self.config
         self.device = torch.device(device)
@@ -91,6 +99,7 @@ class Learner:
             priority_component(self.components, c.priority_component) if c.replay.prioritized else None
         )
         self.budgets = resolve_budgets(self.components, c.budgets)
+        self.combiner = select_combiner(combiners, c.combiner)
         self.reads = LearnerReads.build(isv, c)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
@@ -106,7 +115,14 @@ class Learner:
                              self.device, dtype)
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype)
         self.schedule = LRSchedule(c, self.device)
-        self.optimizer = make_optimizer(self.params, c, self.schedule.lr)
+        # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by
+        # the same optimiser as the network; a combiner without any adds no parameter, so the default run's
+        # optimiser, state and checkpoints are exactly what they were before combiners existed.
+        self.combiner_parameters = torch.nn.Parameter(
+            torch.zeros(len(self.components), self.combiner.parameters_per_component, device=self.device, dtype=dtype))
+        self.combiner_parameters.grad = torch.zeros_like(self.combiner_parameters)  # a stable address for graphs
+        self.optimized = self.params + ([self.combiner_parameters] if self.combiner.parameters_per_component else [])
+        self.optimizer = make_optimizer(self.optimized, c, self.schedule.lr)
         self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm)
         self.unit_atoms = torch.linspace(-1.0, 1.0, c.n_atoms, device=self.device, dtype=dtype)  # [N]
         self.loss_values = torch.zeros(len(self.components), device=self.device, dtype=dtype)
@@ -118,7 +134,8 @@ class Learner:
         # compiled: components grouped by the parameters their loss reaches; eager: only finish() is used
         groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
-                                              self.gradients.limits, c.max_grad_norm, self.input_sources, groups)
+                                              self.gradients.limits, c.max_grad_norm, self.input_sources, groups,
+                                              self.combiner, self.combiner_parameters)
         # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
         self.pieces = compiled_pieces() if c.compile else EAGER_PIECES
 
@@ -276,7 +293,10 @@ class Learner:
             for name, tensor in module.state_dict(keep_vars=True).items():
                 tensors[f"{prefix}.{name}"] = tensor
         names = {id(p): name for name, p in self.network.named_parameters()}
-        for p in self.params:
+        names[id(self.combiner_parameters)] = COMBINER_PARAMETERS
+        if self.combiner.parameters_per_component:
+            tensors[COMBINER_PARAMETERS] = self.combiner_parameters
+        for p in self.optimized:
             for key, tensor in self.optimizer.state[p].items():
                 tensors[f"optimizer.{names[id(p)]}.{key}"] = tensor
         tensors["schedule.lr"] = self.schedule.lr
@@ -314,6 +334,7 @@ class Learner:
             "learner.replay": self.replay,
             "learner.gradients": self.gradients,
             "learner.rng": self.generator,
+            "learner.combiner": self.combiner_parameters,
         }
         for entry in LEARNER_STATE:
             registry.attach(entry.name, objects[entry.name])

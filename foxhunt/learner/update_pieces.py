@@ -61,6 +61,8 @@ def record_step(learner: Learner, step: GradientStep, batch: Batch) -> None:
     """The gradient into ``p.grad``; losses, replay priorities and the adaptive kernels' signals into their live
     tensors (rewritten in place: kernels and CUDA graphs hold their addresses)."""
     learner.gradients.store(step.budgeted)
+    if step.budgeted.parameter_grad is not None:  # fixed by the combiner's record, not by a tensor value
+        learner.combiner_parameters.grad.copy_(step.budgeted.parameter_grad)
     learner.loss_values.copy_(step.losses)
     if step.per_sample is not None:
         learner.replay.update_priorities(batch.indices, step.per_sample)

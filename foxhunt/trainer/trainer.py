@@ -168,7 +168,7 @@ class Trainer:
         self.backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, self.env_kernel.run)
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
-            n_envs=config.env.n_envs,
+            n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
         )
         self.learner.attach_state(self.registries.state)
         attach_monitors(self.registries.state, self.monitors)

@@ -95,6 +95,19 @@ def test_unaudited_loss_kernel_and_monitor_are_reported(hook, project, capsys):
     )
 
 
+def test_an_unaudited_gradient_combiner_is_reported(hook, project, capsys):
+    write(
+        project / "plugins/combiners/mean.py",
+        """
+        import foxhunt
+
+        COMBINERS = [foxhunt.GradientCombiner(name="mean", combine=len, description="the mean")]
+        """,
+    )
+    assert hook.main(["plugins/combiners/mean.py"]) == 1
+    assert capsys.readouterr().out == missing("plugins/combiners/mean.py", 4, "mean", "combiner")
+
+
 def test_a_renamed_component_needs_its_new_row(hook, project, capsys):
     write(project / "plugins/c51.py", 'LossComponent(name="c51_v2", budget=1.0, loss=len, description="x")\n')
 
