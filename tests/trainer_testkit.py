@@ -56,6 +56,16 @@ def _private_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield cache
 
 
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, _private_feature_cache: Path) -> Path:
+    """One tiny run in this process: the kernels it compiles are then loaded from the private cache
+    (``FOXHUNT_CACHE_DIR``, inherited) by every child process and Ray worker, so none compiles them again."""
+    out = tmp_path_factory.mktemp("warm") / "run"
+    result = invoke(*train_args(out, (*TINY, "train.epochs=1", "folds.n_folds=1")))
+    assert result.exit_code == 0, result.output + result.stderr
+    return _private_feature_cache
+
+
 def set_args(overrides: Sequence[str]) -> list[str]:
     """``--set KEY=VALUE`` for every override."""
     return [arg for override in overrides for arg in ("--set", override)]

@@ -15,6 +15,7 @@ from foxhunt.errors import ConfigError, FoxhuntError
 __all__ = ["tune_command"]
 
 console = Console()
+EXECUTORS = ("local", "ray")
 
 
 def _number(value: float | None) -> str:
@@ -59,16 +60,49 @@ def _print_best(study) -> None:
         console.print(f"  run directory: {best.user_attrs['run_dir']}")
 
 
-def _trial_line(study, trial) -> None:
-    where = trial.user_attrs.get("run_dir", "")
-    if trial.state.name == "COMPLETE":
-        console.print(f"trial {trial.number} complete: {trial.value:+.4f}  {where}")
-    elif trial.state.name == "PRUNED":
-        last = max(trial.intermediate_values) if trial.intermediate_values else "-"
-        console.print(f"trial {trial.number} pruned at step {last}  {where}")
+def _check_session(session) -> None:
+    if session and all(t.state.name == "FAIL" for t in session):
+        raise FoxhuntError(f"every trial of this session failed; the first: {session[0].user_attrs.get('error', '?')}")
+
+
+def _resume_hint(name: str, study_dir, storage) -> str:
+    return (f"foxhunt tune --study {name}" + (f" --dir {study_dir}" if study_dir is not None else "")
+            + (f" --storage {storage}" if storage is not None else ""))
+
+
+def _run_workers(spec, *, executor, workers, ray_address, trials, timeout, seed, device, study_dir, storage) -> None:
+    """--workers N or --executor ray: the study started here, its trials run by workers sharing --trials."""
+    from foxhunt.profiles import device_name
+    from foxhunt.trainer.interrupt import StopFlag
+    from foxhunt.tune.study import load_study, start_study
+    from foxhunt.tune.workers import run_local, run_ray, worker_jobs
+
+    start_study(spec)  # before any worker: each finds the study, its base config and space in the storage
+    before = {trial.number for trial in load_study(spec.name, spec.storage).trials}
+    jobs = worker_jobs(spec.name, spec.directory, spec.storage, trials=trials, workers=workers,
+                       threads=max(1, spec.base.run.threads), timeout=timeout, seed=seed, device=device)
+    gpu = device_name(device or spec.base.run.device) == "cuda"
+    console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
+    console.print(f"{len(jobs)} workers on {executor}, trials {', '.join(str(job.trials) for job in jobs)}")
+    if executor == "ray":
+        problems = run_ray(jobs, address=ray_address, gpu=gpu)
+        stopped = False
     else:
-        state = "failed" if trial.state.name == "FAIL" else trial.state.name.lower()
-        console.print(f"trial {trial.number} {state}: {trial.user_attrs.get('error', '')}  {where}")
+        with StopFlag() as stop:  # Ctrl-C reaches the workers too: wait for them to stop at their epoch boundary
+            problems = run_local(jobs, gpus=torch.cuda.device_count() if gpu else 0)
+        stopped = stop.requested
+    study = load_study(spec.name, spec.storage)
+    session = [trial for trial in study.trials if trial.number not in before]
+    console.print(_trials_table(study, f"study {spec.name}: {len(study.trials)} trials"))
+    _print_best(study)
+    if stopped:
+        console.print(f"interrupted; continue with: {_resume_hint(spec.name, study_dir, storage)}")
+        return
+    if problems:
+        raise FoxhuntError("some workers did not finish their trials (a worker's running trial is marked failed by "
+                           f"the study's heartbeat); continue with `{_resume_hint(spec.name, study_dir, storage)}`:\n"
+                           + "\n".join(f"  {line}" for line in problems))
+    _check_session(session)
 
 
 @click.command("tune")
@@ -88,9 +122,16 @@ def _trial_line(study, trial) -> None:
               help="Study directory holding the trial runs (default: runs/tune/NAME).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
               help="Where trials train (default: the config's). A new study's device also picks its run-size profile.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Workers running trials side by side, sharing --trials (1: trials one after another in this "
+                   "process).")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="local: worker processes on this machine; ray: Ray tasks on a local or existing Ray cluster.")
+@click.option("--ray-address", metavar="ADDRESS", help="Join an existing Ray cluster (e.g. 10.0.0.1:6379, or auto) "
+                                                       "instead of starting a local one.")
 @click.option("--show", is_flag=True, help="Print the study's trials and best parameters, and run nothing.")
 def tune_command(config_path, overrides, space_path, study_name, trials, timeout, seed, data_source, storage, study_dir,
-                 device, show) -> None:
+                 device, workers, executor, ray_address, show) -> None:
     """Search hyperparameters with Optuna: each trial is an ordinary training run.
 
     \b
@@ -112,6 +153,10 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
       foxhunt tune --study lr --space space.toml --trials 20 --data eurusd-1h-2017
       foxhunt tune --study lr --trials 10        # resume: 10 more trials
       foxhunt tune --study lr --show             # trials and best parameters
+      foxhunt tune --study lr --trials 20 --workers 4                  # 4 processes
+      foxhunt tune --study lr --trials 20 --workers 8 --executor ray   # Ray tasks
+      foxhunt tune --study lr --trials 20 --workers 8 --executor ray \\
+        --ray-address 10.0.0.1:6379 --dir /shared/tune/lr   # on a cluster
 
     Space keys are dotted config keys, applied to each trial as --set KEY=VALUE
     on top of the base config (--config, --set, --data). The TPE sampler
@@ -121,14 +166,22 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     folds of each fold's best validation value: tuning selects on validation,
     so judge the chosen parameters on data the study never saw. The study is
     stored in SQLite under the study directory (or --storage), and runs go to
-    runs/tune/NAME/trial_NNNN. See docs/tune.md.
+    runs/tune/NAME/trial_NNNN. --workers N runs N workers on the study, each
+    a share of --trials (a Ray worker must reach the storage: the default
+    SQLite file must be on a filesystem every node mounts). See docs/tune.md.
     """
     from foxhunt.trainer.interrupt import StopFlag
     from foxhunt.tune.space import override_text
     from foxhunt.tune.study import (
-        default_directory, default_storage, import_optuna, load_study, prepare_study, run_study,
+        default_directory, default_storage, import_optuna, load_study, prepare_study, run_study, trial_line,
     )
 
+    if executor == "ray":
+        from foxhunt.sweep.ray_cluster import import_ray
+
+        import_ray()  # a missing Ray is one paragraph before the study is touched
+    elif ray_address is not None:
+        raise ConfigError("--ray-address is for --executor ray")
     directory = study_dir if study_dir is not None else default_directory("runs", study_name)
     url = storage or default_storage(directory)
     if show:
@@ -145,6 +198,10 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
                          device=device)
     if spec.base.run.threads:
         torch.set_num_threads(spec.base.run.threads)  # the program, not the library, sizes the thread pool
+    if workers > 1 or executor == "ray":
+        _run_workers(spec, executor=executor, workers=workers, ray_address=ray_address, trials=trials,
+                     timeout=timeout, seed=seed, device=device, study_dir=study_dir, storage=storage)
+        return
     optuna = import_optuna()
     # Trial outcomes are printed below, one line each; optuna's own INFO lines (and its tracebacks for
     # failed trials, whose messages are kept on the trials) would repeat them.
@@ -153,7 +210,7 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
 
     def on_trial(study, trial) -> None:
         session.append(trial)
-        _trial_line(study, trial)
+        console.print(trial_line(trial))
 
     console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
     with StopFlag() as stop:
@@ -162,9 +219,6 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     console.print(_trials_table(study, f"study {spec.name}: {len(study.trials)} trials"))
     _print_best(study)
     if stop.requested:
-        console.print(f"interrupted; continue with: foxhunt tune --study {spec.name}"
-                      + (f" --dir {study_dir}" if study_dir is not None else "")
-                      + (f" --storage {storage}" if storage is not None else ""))
+        console.print(f"interrupted; continue with: {_resume_hint(spec.name, study_dir, storage)}")
         return
-    if session and all(t.state.name == "FAIL" for t in session):
-        raise FoxhuntError(f"every trial of this session failed; the first: {session[0].user_attrs.get('error', '?')}")
+    _check_session(session)

@@ -36,7 +36,7 @@ from foxhunt.errors import FoxhuntError
 from foxhunt.sweep.local import OnDone, TrialJob, log_path
 from foxhunt.sweep.outcome import FAILED, TrialOutcome, process_outcome
 
-__all__ = ["import_ray", "RayExecutor"]
+__all__ = ["import_ray", "ray_session", "RayExecutor"]
 
 
 def import_ray() -> Any:
@@ -44,10 +44,27 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise FoxhuntError("foxhunt sweep --executor ray needs Ray, which is not installed: pip install "
-                           "'foxhunt[sweep]' (or pip install 'ray>=2.9') on this machine and on every node of the "
-                           "cluster; --executor local needs nothing more") from None
+        raise FoxhuntError("--executor ray (foxhunt sweep, foxhunt tune) needs Ray, which is not installed: "
+                           "pip install 'foxhunt[sweep]' (or pip install 'ray>=2.9') on this machine and on every "
+                           "node of the cluster; --executor local needs nothing more") from None
     return ray
+
+
+@contextmanager
+def ray_session(address: str | None, init_options: dict[str, Any]) -> Iterator[Any]:
+    """ray, connected for the block: to the cluster at ``address``, or to a local one started with
+    ``init_options`` (e.g. ``num_cpus``) and shut down at the end. A process that already called ``ray.init``
+    keeps its own cluster. Shared by ``foxhunt sweep`` and ``foxhunt tune --executor ray``."""
+    ray = import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        options = {"include_dashboard": False, **init_options}
+        ray.init(address=address, **options) if address else ray.init(**options)
+    try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
 
 
 @contextmanager
@@ -112,16 +129,8 @@ class RayExecutor:
     def run(self, jobs: Sequence[TrialJob], on_done: OnDone) -> None:
         if not jobs:
             return
-        ray = import_ray()
-        started_here = not ray.is_initialized()
-        if started_here:
-            options = {"include_dashboard": False, **self.init_options}
-            ray.init(address=self.address, **options) if self.address else ray.init(**options)
-        try:
+        with ray_session(self.address, self.init_options) as ray:
             self._run(ray, jobs, on_done)
-        finally:
-            if started_here:
-                ray.shutdown()
 
     def _run(self, ray: Any, jobs: Sequence[TrialJob], on_done: OnDone) -> None:
         task = ray.remote(max_retries=0)(_run_on_node)

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = ["StudySpec", "import_optuna", "default_directory", "default_storage", "prepare_study", "load_study",
-           "run_trial", "run_study", "TrialRow", "trial_rows", "trial_record"]
+           "run_trial", "start_study", "run_study", "run_trials", "TrialRow", "trial_rows", "trial_line",
+           "trial_record"]
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +52,7 @@ WHERE_KEYS = ("run.device", "run.threads")
 SQLITE_PREFIX = "sqlite:///"
 HEARTBEAT_S = 60
 GRACE_S = 180
+SQLITE_TIMEOUT_S = 60
 
 
 def import_optuna():
@@ -110,9 +112,16 @@ def _storage(url: str, *, create: bool):
         with warnings.catch_warnings():
             # heartbeats are marked experimental; they are what marks a killed process's trial as failed
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                                              engine_kwargs=_engine_options(url))
     except Exception as error:  # sqlalchemy raises its own tree (bad URL, missing driver, unreachable server)
         raise FoxhuntError(f"cannot open the study storage {url}: {error}; give a reachable RDB URL with --storage") from None
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    """SQLite waits up to SQLITE_TIMEOUT_S for another process's write lock (`--workers`, several
+    `foxhunt tune` processes) instead of failing with "database is locked" after sqlite3's default 5 s."""
+    return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
 
 
 def _stored(url: str, name: str) -> tuple[str, str] | None:
@@ -208,16 +217,28 @@ def load_study(name: str, storage: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=opened)
 
 
-def _open(spec: StudySpec, seed: int, pruner: Any) -> optuna.Study:
+def start_study(spec: StudySpec) -> None:
+    """Create the study in its storage (or find it), storing its base config and space, and write
+    ``base.toml`` and ``space.toml`` into its directory. Workers of one study (:mod:`foxhunt.tune.workers`)
+    find it there: one process starts it before any of them runs."""
     optuna = import_optuna()
+    spec.directory.mkdir(parents=True, exist_ok=True)
+    (spec.directory / "base.toml").write_text(spec.base_config, encoding="utf-8")
+    (spec.directory / "space.toml").write_text(spec.space.to_toml(), encoding="utf-8")
     storage = _storage(spec.storage, create=True)
     study = optuna.create_study(study_name=spec.name, storage=storage, direction=spec.direction, load_if_exists=True)
     study.set_user_attr(BASE_CONFIG_ATTR, spec.base_config)
     study.set_user_attr(SPACE_ATTR, spec.space.to_toml())
     study.set_user_attr(METRIC_ATTR, spec.metric)
+
+
+def _open(spec: StudySpec, seed: int, pruner: Any) -> optuna.Study:
+    optuna = import_optuna()
+    storage = _storage(spec.storage, create=False)
+    trials = len(optuna.load_study(study_name=spec.name, storage=storage).trials)
     # A seeded sampler restarts its random stream in every process; offsetting the seed by the trials
     # already stored keeps a resumed study from drawing its first trials' parameters again.
-    sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials), n_startup_trials=spec.space.sampler.startup_trials)
+    sampler = optuna.samplers.TPESampler(seed=seed + trials, n_startup_trials=spec.space.sampler.startup_trials)
     if pruner is None:
         settings = spec.space.pruner
         pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.startup_trials, n_warmup_steps=settings.warmup_steps)
@@ -290,16 +311,31 @@ def run_study(
     pruner: Any = None,
     on_trial: Callable[[optuna.Study, Any], None] | None = None,
 ) -> optuna.Study:
-    """Run up to ``trials`` more trials (and/or until ``timeout`` seconds) of the study; returns the study.
+    """Start (or resume) the study and run up to ``trials`` more trials (and/or until ``timeout`` seconds)
+    in this process; returns the study. :func:`run_trials` says what happens to each trial."""
+    start_study(spec)
+    return run_trials(spec, trials=trials, timeout=timeout, seed=seed, device=device, user_stop=user_stop,
+                      pruner=pruner, on_trial=on_trial)
+
+
+def run_trials(
+    spec: StudySpec,
+    *,
+    trials: int | None,
+    timeout: float | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    user_stop: Any = None,
+    pruner: Any = None,
+    on_trial: Callable[[optuna.Study, Any], None] | None = None,
+) -> optuna.Study:
+    """Run up to ``trials`` more trials of a started study (:func:`start_study`) in this process.
 
     ``pruner`` replaces the space file's median pruner (tests use it to force a prune). A trial that
     raises a :class:`FoxhuntError` is recorded as failed with its message and the study goes on; a
     Ctrl-C (``user_stop`` requested) ends the running trial at its next epoch boundary, records it
     failed as interrupted, and ends the study.
     """
-    spec.directory.mkdir(parents=True, exist_ok=True)
-    (spec.directory / "base.toml").write_text(spec.base_config, encoding="utf-8")
-    (spec.directory / "space.toml").write_text(spec.space.to_toml(), encoding="utf-8")
     study = _open(spec, seed, pruner)
 
     def objective(trial: optuna.Trial) -> float:
@@ -339,6 +375,18 @@ def trial_rows(study: optuna.Study) -> list[TrialRow]:
             max(steps) if steps else None, duration, trial.user_attrs.get("run_dir", ""), trial.user_attrs.get("error"),
         ))
     return rows
+
+
+def trial_line(trial: Any) -> str:
+    """One line saying what became of a finished trial (printed as each trial ends, by any worker)."""
+    where = trial.user_attrs.get("run_dir", "")
+    if trial.state.name == "COMPLETE":
+        return f"trial {trial.number} complete: {trial.value:+.4f}  {where}"
+    if trial.state.name == "PRUNED":
+        last = max(trial.intermediate_values) if trial.intermediate_values else "-"
+        return f"trial {trial.number} pruned at step {last}  {where}"
+    state = "failed" if trial.state.name == "FAIL" else trial.state.name.lower()
+    return f"trial {trial.number} {state}: {trial.user_attrs.get('error', '')}  {where}"
 
 
 def trial_record(run_path: Path) -> dict[str, Any]:

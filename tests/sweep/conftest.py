@@ -7,13 +7,10 @@ that cache first, so no trial pays tens of seconds of compilation.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import structlog
 
-import trainer_testkit as kit
-from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture, shared with tests/trainer
+from trainer_testkit import _private_feature_cache, warm_cache  # noqa: F401 - shared fixtures
 from foxhunt.config import dump_config, load_config
 from sweep_testkit import SWEEP_TINY
 
@@ -23,15 +20,6 @@ def _restore_logging():
     yield
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
-
-
-@pytest.fixture(scope="session")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, _private_feature_cache: Path) -> Path:  # noqa: F811
-    """One tiny run in this process: the kernels it compiles are then loaded from the cache by every trial."""
-    out = tmp_path_factory.mktemp("warm") / "run"
-    result = kit.invoke(*kit.train_args(out, (*kit.TINY, "train.epochs=1", "folds.n_folds=1")))
-    assert result.exit_code == 0, result.output + result.stderr
-    return _private_feature_cache
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 import structlog
 
 import trainer_testkit as kit
-from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture, shared with tests/trainer
+from trainer_testkit import _private_feature_cache, warm_cache  # noqa: F401 - shared fixtures
 
 
 @pytest.fixture(autouse=True)
