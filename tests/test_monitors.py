@@ -30,6 +30,7 @@ def _signals(rng: np.random.Generator) -> dict[str, torch.Tensor]:
     portfolio = np.abs(rng.normal(size=(5, PS.size())))
     return {
         "learner.q_gap": torch.tensor(rng.exponential(0.1, 4), dtype=torch.float32),
+        "learner.greedy_share": torch.tensor(rng.uniform(0.3, 1.0, 4), dtype=torch.float32),
         "learner.q_mean": torch.tensor(rng.normal(0, 2, 4), dtype=torch.float32),
         "learner.q_std": torch.tensor(rng.exponential(1.0, 4), dtype=torch.float32),
         "learner.grad_norm": torch.tensor([rng.exponential()], dtype=torch.float32),

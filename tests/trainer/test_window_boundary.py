@@ -84,4 +84,7 @@ def test_window_reset_state_restarts_at_every_epoch_and_nowhere_else(tmp_path: P
     assert result.exit_code == 0, result.output + result.stderr
     (state,) = sys.modules[MODULE].BUILT
     epochs = [("epoch", 8), ("reset", 8), ("epoch", 12)]
-    assert state.events == [("fold", 0), ("reset", 0), *epochs, ("fold", 12), ("reset", 12), *epochs]
+    # before training every kernel runs once against scratch copies (the foreign-write check): this plugin's
+    # counter lives outside the ISV, so it sees that run as one update and a log at each point
+    dry_run = [("epoch", 1), ("fold", 1)]
+    assert state.events == [*dry_run, ("fold", 1), ("reset", 1), *epochs, ("fold", 12), ("reset", 12), *epochs]
