@@ -6,15 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Wheels the GPU image lacks, carried in .whl/: numpy<2.5 as pyproject pins it (numba-cuda still
 # calls np.row_stack, gone in numpy 2.5) and, without an installed foxhunt, structlog and cattrs;
-# plugins/ is made importable as foxhunt_plugins.
+# the repository root on PYTHONPATH makes foxhunt and foxhunt_plugins importable.
 mkdir -p /tmp/foxhunt_site
 wheels=""
 if ! python3 -c "import numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split('.')[:2])) >= (2, 5))"; then
     wheels="$(ls .whl/numpy-2.4*.whl 2>/dev/null || true)"
 fi
-if ! python3 -c "import foxhunt_plugins, structlog, cattrs" 2>/dev/null; then
+if ! python3 -c "import structlog, cattrs" 2>/dev/null; then
     wheels="$wheels $(ls .whl/structlog-*.whl .whl/cattrs-*.whl 2>/dev/null || true)"
-    ln -sfn "$PWD/plugins" /tmp/foxhunt_site/foxhunt_plugins
 fi
 if [ -n "${wheels// /}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/foxhunt_site $wheels

@@ -24,7 +24,7 @@ from foxhunt.hookspecs import hookimpl, hookspec
 from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
-from foxhunt.plugins import PluginHost, PluginSelection
+from foxhunt.plugin_host import PluginHost, PluginSelection
 from foxhunt.records import Combination, GradientCombiner, Kernel, KernelPoint, LossComponent
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry

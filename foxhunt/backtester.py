@@ -41,7 +41,7 @@ from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
 from foxhunt.features import FeatureSet, compute_features
 from foxhunt.isv import layout_diff
-from foxhunt.plugins import PluginHost
+from foxhunt.plugin_host import PluginHost
 from foxhunt.policy import Policy, refuse_other_kind, saved_config
 from foxhunt.trainer import evaluation
 

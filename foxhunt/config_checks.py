@@ -47,7 +47,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
 from foxhunt.learner.combiners import select_combiner
-from foxhunt.plugins import PluginHost
+from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
 
 __all__ = ["MemoryEstimate", "estimate_memory", "observation_width", "usable_cpus", "memory_limit", "check_config"]

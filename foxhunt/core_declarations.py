@@ -1,6 +1,6 @@
 """The core's own declarations: the slot the trainer itself writes.
 
-Registered by :class:`~foxhunt.plugins.PluginHost` under the plugin name
+Registered by :class:`~foxhunt.plugin_host.PluginHost` under the plugin name
 ``foxhunt`` before any entry-point plugin, so the core's slot lives in the same
 layout, registry and snapshots as everyone else's. ``train.progress`` is the
 CPU-born input of the adaptive schedules (the epsilon and tau kernels read it),

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_PACKAGE = "foxhunt_plugins"  # plugins/ is installed under this name (setup.py)
+PLUGIN_PACKAGE = "foxhunt_plugins"  # the built-ins' package, in the folder of the same name
 
 
 def imported_modules(source: str) -> list[tuple[int, tuple[str, ...]]]:
@@ -122,7 +122,7 @@ def test_import_linter_contracts_are_kept():
     command = shutil.which("lint-imports")
     if command is None:
         pytest.fail("lint-imports is not installed: pip install -e '.[test]' (import-linter is a test dependency)")
-    # The caller's PYTHONPATH stays after the checkout: a worktree may put its own plugins/ there as foxhunt_plugins.
+    # The caller's PYTHONPATH stays after the checkout: a worktree may put its own foxhunt_plugins/ there as foxhunt_plugins.
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run([command, str(ROOT / ".importlinter")], cwd=ROOT, capture_output=True,
                             text=True, env={"PYTHONPATH": python_path, "PATH": str(Path(sys.executable).parent)})

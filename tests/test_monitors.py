@@ -13,7 +13,7 @@ from foxhunt.errors import MonitorWriteError
 from foxhunt.isv import ISV, IsvLayout, Slot
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.monitors import AdaptiveMonitor, SignalSnapshot, attach_monitors
-from foxhunt.plugins import PluginHost
+from foxhunt.plugin_host import PluginHost
 from foxhunt.records import KernelPoint
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 

@@ -20,7 +20,7 @@ from foxhunt import AdaptiveMonitor, GradientCombiner, Kernel, LossComponent, Pl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitors import reset_monitor
-from foxhunt.plugins import ENTRY_POINT_GROUP, Phase
+from foxhunt.plugin_host import ENTRY_POINT_GROUP, Phase
 
 _spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parent / "fixtures" / "fake_dists.py")
 fake_dists = importlib.util.module_from_spec(_spec)

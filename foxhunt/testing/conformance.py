@@ -55,7 +55,7 @@ from foxhunt.foreign_writes import changed_slots, slot_bits
 from foxhunt.isv import FINGERPRINT_SLOT, ISV, IsvLayout
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.monitors import SignalSnapshot, attach_monitors
-from foxhunt.plugins import FrozenRegistries, Phase, PluginHost
+from foxhunt.plugin_host import FrozenRegistries, Phase, PluginHost
 from foxhunt.records import KernelPoint, LossComponent
 from foxhunt.state import ResetCategory
 from foxhunt.testing.hosts import make_host

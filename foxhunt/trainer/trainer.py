@@ -48,7 +48,7 @@ from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
 from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
-from foxhunt.plugins import PluginHost
+from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
 from foxhunt.records import KernelPoint
 from foxhunt.state_loading import load_in_place

@@ -44,7 +44,7 @@ def write(path, text: str) -> None:
 
 def test_audited_components_pass(hook, project, capsys):
     write(
-        project / "plugins/losses/c51.py",
+        project / "foxhunt_plugins/losses/c51.py",
         """
         from foxhunt.records import Kernel, LossComponent
 
@@ -55,13 +55,13 @@ def test_audited_components_pass(hook, project, capsys):
             ]
         """,
     )
-    assert hook.main(["plugins/losses/c51.py"]) == 0
+    assert hook.main(["foxhunt_plugins/losses/c51.py"]) == 0
     assert capsys.readouterr().out == ""
 
 
 def test_unaudited_loss_kernel_and_monitor_are_reported(hook, project, capsys):
     write(
-        project / "plugins/mech.py",
+        project / "foxhunt_plugins/mech.py",
         """
         from foxhunt import records
         from foxhunt.monitors import AdaptiveMonitor
@@ -85,39 +85,39 @@ def test_unaudited_loss_kernel_and_monitor_are_reported(hook, project, capsys):
             name: str = "health"
         """,
     )
-    assert hook.main(["plugins/mech.py"]) == 1
+    assert hook.main(["foxhunt_plugins/mech.py"]) == 1
     assert capsys.readouterr().out == (
-        missing("plugins/mech.py", 8, "iqn", "loss")
-        + missing("plugins/mech.py", 11, "cql", "loss")
-        + missing("plugins/mech.py", 13, "gamma_adapt", "kernel")
-        + missing("plugins/mech.py", 17, "drawdown", "monitor")
-        + missing("plugins/mech.py", 21, "health", "monitor")
+        missing("foxhunt_plugins/mech.py", 8, "iqn", "loss")
+        + missing("foxhunt_plugins/mech.py", 11, "cql", "loss")
+        + missing("foxhunt_plugins/mech.py", 13, "gamma_adapt", "kernel")
+        + missing("foxhunt_plugins/mech.py", 17, "drawdown", "monitor")
+        + missing("foxhunt_plugins/mech.py", 21, "health", "monitor")
     )
 
 
 def test_an_unaudited_gradient_combiner_is_reported(hook, project, capsys):
     write(
-        project / "plugins/combiners/mean.py",
+        project / "foxhunt_plugins/combiners/mean.py",
         """
         import foxhunt
 
         COMBINERS = [foxhunt.GradientCombiner(name="mean", combine=len, description="the mean")]
         """,
     )
-    assert hook.main(["plugins/combiners/mean.py"]) == 1
-    assert capsys.readouterr().out == missing("plugins/combiners/mean.py", 4, "mean", "combiner")
+    assert hook.main(["foxhunt_plugins/combiners/mean.py"]) == 1
+    assert capsys.readouterr().out == missing("foxhunt_plugins/combiners/mean.py", 4, "mean", "combiner")
 
 
 def test_a_renamed_component_needs_its_new_row(hook, project, capsys):
-    write(project / "plugins/c51.py", 'LossComponent(name="c51_v2", budget=1.0, loss=len, description="x")\n')
+    write(project / "foxhunt_plugins/c51.py", 'LossComponent(name="c51_v2", budget=1.0, loss=len, description="x")\n')
 
-    assert hook.main(["plugins/c51.py"]) == 1
-    assert capsys.readouterr().out == missing("plugins/c51.py", 1, "c51_v2", "loss")
+    assert hook.main(["foxhunt_plugins/c51.py"]) == 1
+    assert capsys.readouterr().out == missing("foxhunt_plugins/c51.py", 1, "c51_v2", "loss")
 
 
 def test_names_that_are_not_literals_and_unrelated_classes_are_left_to_the_runtime_check(hook, project, capsys):
     write(
-        project / "plugins/dynamic.py",
+        project / "foxhunt_plugins/dynamic.py",
         """
         NAME = "dyn"
         LossComponent(name=NAME, budget=1.0, loss=len, description="x")
@@ -131,7 +131,7 @@ def test_names_that_are_not_literals_and_unrelated_classes_are_left_to_the_runti
             name = "indirect"
         """,
     )
-    assert hook.main(["plugins/dynamic.py"]) == 0
+    assert hook.main(["foxhunt_plugins/dynamic.py"]) == 0
     assert capsys.readouterr().out == ""
 
 
@@ -155,12 +155,12 @@ def test_plugin_entry_points_need_rows(hook, project, capsys):
 
 
 def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
-    write(project / "plugins/bad.py", "def f(:\n")
+    write(project / "foxhunt_plugins/bad.py", "def f(:\n")
     write(project / "pyproject.toml", "[project\n")
 
-    assert hook.main(["plugins/bad.py", "pyproject.toml"]) == 1
+    assert hook.main(["foxhunt_plugins/bad.py", "pyproject.toml"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "plugins/bad.py:1: cannot parse (invalid syntax), so its components cannot be checked"
+    assert out[0] == "foxhunt_plugins/bad.py:1: cannot parse (invalid syntax), so its components cannot be checked"
     assert out[1].startswith("pyproject.toml:1: cannot parse (")
     assert out[1].endswith("), so its plugin entry points cannot be checked")
 
@@ -168,10 +168,10 @@ def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
 def test_test_files_are_skipped(hook, project, capsys):
     fake = 'LossComponent(name="fake_for_test", budget=1.0, loss=len, description="x")\n'
     write(project / "tests/plugins/helpers.py", fake)
-    write(project / "plugins/test_fake.py", fake)
+    write(project / "foxhunt_plugins/test_fake.py", fake)
     write(project / "conftest.py", fake)
 
-    assert hook.main(["tests/plugins/helpers.py", "plugins/test_fake.py", "conftest.py"]) == 0
+    assert hook.main(["tests/plugins/helpers.py", "foxhunt_plugins/test_fake.py", "conftest.py"]) == 0
     assert capsys.readouterr().out == ""
 
 
@@ -188,7 +188,7 @@ def test_an_example_plugin_may_keep_its_own_audit_table(hook, project, capsys):
 
 def test_removing_a_row_rechecks_every_tracked_file(hook, repo, monkeypatch, capsys):
     repo.write("docs/audits/components.md", TABLE)
-    repo.write("plugins/c51.py", 'LossComponent(name="c51", budget=1.0, loss=len, description="x")\n')
+    repo.write("foxhunt_plugins/c51.py", 'LossComponent(name="c51", budget=1.0, loss=len, description="x")\n')
     repo.write("README.md", "demo\n")
     repo.commit_all()
     monkeypatch.chdir(repo.root)
@@ -197,7 +197,7 @@ def test_removing_a_row_rechecks_every_tracked_file(hook, repo, monkeypatch, cap
     repo.write("docs/audits/components.md", TABLE.replace("`c51`", "`c52`"))
 
     assert hook.main(["docs/audits/components.md"]) == 1
-    assert capsys.readouterr().out == missing("plugins/c51.py", 1, "c51", "loss")
+    assert capsys.readouterr().out == missing("foxhunt_plugins/c51.py", 1, "c51", "loss")
 
 
 def test_other_files_are_ignored(hook, project, capsys):

@@ -17,7 +17,7 @@ from foxhunt.env.tables import PS
 from foxhunt.isv import ISV
 from foxhunt.kernels import Backend, KernelContext, simulator_enabled
 from foxhunt.monitors import attach_monitors
-from foxhunt.plugins import PluginHost
+from foxhunt.plugin_host import PluginHost
 from foxhunt.records import Kernel, KernelPoint
 
 __all__ = ["MECHANISMS", "BACKENDS", "Run", "build_run", "random_signals", "randomize_isv", "isv_array", "changed_slots"]

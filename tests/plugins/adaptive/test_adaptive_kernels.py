@@ -11,7 +11,7 @@ from adaptive_reference import REFERENCES, STEP
 from foxhunt.actions import Branch
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS
-from foxhunt.plugins import PluginSelection
+from foxhunt.plugin_host import PluginSelection
 from foxhunt.records import KernelPoint
 from foxhunt_plugins.adaptive.kelly import KellySettings
 
