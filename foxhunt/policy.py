@@ -109,8 +109,7 @@ class Policy:
     @torch.no_grad()
     def act_values(self, obs: torch.Tensor) -> torch.Tensor:
         """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
-        q = self.network.expected_q(obs.to(self.dtype), self.support())
-        return q * self.popart.sigma[None, :, None] + self.popart.mu[None, :, None]
+        return self.popart.unnormalize_q(self.network.expected_q(obs.to(self.dtype), self.support()))
 
     def greedy_actions(self, obs: torch.Tensor) -> torch.Tensor:
         """The argmax sub-action of every branch: ``[N, Branch]`` int64."""

@@ -49,6 +49,10 @@ class PopArt(nn.Module):
         """``y [..., Branch]`` unnormalised -> normalised."""
         return (y - self.mu) / self.sigma
 
+    def unnormalize_q(self, q: torch.Tensor) -> torch.Tensor:
+        """Action values ``q [N, Branch, A]`` in normalised units -> the returns' own units."""
+        return q * self.sigma[None, :, None] + self.mu[None, :, None]
+
     @torch.no_grad()
     def update(self, targets: torch.Tensor, layers: list[nn.Module]) -> None:
         """Move the statistics toward the batch of unnormalised ``targets [B, Branch]`` and rescale ``layers``.
