@@ -46,7 +46,7 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
-from foxhunt.learner.combiners import select_combiner
+from foxhunt.learner.combiners import unknown_combiner
 from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
 
@@ -255,5 +255,8 @@ def check_config(config: FoxhuntConfig) -> FoxhuntConfig:
         raise ConfigError(f"this configuration cannot run:\n{lines}")
     host = PluginHost(config.plugins).discover().declare()
     host.freeze()  # the plugins' own tables: PluginError naming each
-    select_combiner(host.gradient_combiners(config), config.learner.combiner)  # a name no plugin provides
+    # a name no loaded plugin provides: the same one-paragraph refusal as every other value
+    reason = unknown_combiner(host.gradient_combiners(config), config.learner.combiner)
+    if reason is not None:
+        raise ConfigError(f"this configuration cannot run:\n  learner.combiner: {reason}")
     return config

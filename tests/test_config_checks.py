@@ -130,6 +130,13 @@ def test_a_combiner_no_plugin_provides_is_refused_before_the_run_directory_exist
     assert_refused(disabled, tmp_path, "learner.combiner", "(available: budgeted_sum, uncertainty)")
 
 
+def test_an_unknown_combiner_is_refused_like_every_other_value() -> None:
+    """Regression (found by the config fuzzer): the combiner's refusal is check_config's one paragraph too."""
+    with pytest.raises(ConfigError) as error:
+        check_config(load_config(None, ['learner.combiner="00"']))
+    assert str(error.value).startswith("this configuration cannot run:\n  learner.combiner: '00' is not a gradient")
+
+
 def test_cuda_asked_for_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = CliRunner().invoke(cli, ["train", "--out", str(tmp_path / "run"), "--device", "cuda"], prog_name="foxhunt")

@@ -27,7 +27,7 @@ from foxhunt.errors import ConfigError
 from foxhunt.records import Combination, GradientCombiner
 
 __all__ = ["CombinedGradient", "BUDGETED_SUM", "DEFAULT_COMBINER", "budget_clip", "combine",
-           "flatten_gradients", "gradient_norms", "select_combiner", "SAFETY_SLACK"]
+           "flatten_gradients", "gradient_norms", "select_combiner", "unknown_combiner", "SAFETY_SLACK"]
 
 SAFETY_SLACK = 1e-5  # rounding margin before a safety-clip firing is counted (the clip itself is exact)
 NORM_FLOOR = 1e-12  # keeps a zero gradient's clip coefficient finite (it multiplies zeros)
@@ -93,13 +93,18 @@ def combine(combiner: GradientCombiner, stacked: Sequence[torch.Tensor], losses:
     return CombinedGradient(combined * scale, norms, combination.norms, total, fired, combination.parameter_grad)
 
 
+def unknown_combiner(combiners: Sequence[GradientCombiner], name: str) -> str | None:
+    """Why ``name`` cannot be used (no loaded plugin provides it, the available ones listed), or None."""
+    if any(combiner.name == name for combiner in combiners):
+        return None
+    available = ", ".join(sorted(c.name for c in combiners)) or "none"
+    return (f"{name!r} is not a gradient combiner of any loaded plugin (available: {available}); "
+            f"set [learner] combiner to one of them, or enable the plugin that provides {name!r}")
+
+
 def select_combiner(combiners: Sequence[GradientCombiner], name: str) -> GradientCombiner:
     """The combiner called ``name``; a :class:`ConfigError` listing the available ones when no plugin provides it."""
-    for combiner in combiners:
-        if combiner.name == name:
-            return combiner
-    available = ", ".join(sorted(c.name for c in combiners)) or "none"
-    raise ConfigError(
-        f"learner.combiner: {name!r} is not a gradient combiner of any loaded plugin (available: {available}); "
-        f"set [learner] combiner to one of them, or enable the plugin that provides {name!r}"
-    )
+    reason = unknown_combiner(combiners, name)
+    if reason is not None:
+        raise ConfigError(f"learner.combiner: {reason}")
+    return next(combiner for combiner in combiners if combiner.name == name)
