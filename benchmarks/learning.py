@@ -166,6 +166,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0 .. N-1 per dataset (default 5; --quick: 2)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="start the seeds here (--first-seed 4 --seeds 4: seeds 4..7, fresh draws for a choice made on 0..3)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 seeds, one fold, one short epoch")
     parser.add_argument("--datasets", nargs="*", default=None, choices=list(DATASETS),
                         help="default: the learning suite and the bundled data")
@@ -177,7 +179,8 @@ def main() -> None:
                         help="run every variant of one mechanism (after the --set overrides), one row per variant")
     args = parser.parse_args()
     names = args.datasets or DEFAULT_DATASETS
-    seeds = range(args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else DEFAULT_SEEDS)
+    count = args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else DEFAULT_SEEDS
+    seeds = range(args.first_seed, args.first_seed + count)
     overrides = [*(QUICK_OVERRIDES if args.quick else []), *args.overrides]
     variants = ABLATIONS[args.ablation] if args.ablation else {None: []}
     labelled = [(variant, (name, seed, args.device, [*overrides, *extra], args.threads))
