@@ -240,7 +240,8 @@ class PlateauRecovery:
         reset = moment_parameters(learner, c.reset_moments)
         reset_moments(learner.optimizer, reset.values())
         self.used += 1
-        self.boost_left, self.fired_at, self.previous = c.boost_epochs, epoch, target.score
+        self.boost_left, self.fired_at = c.boost_epochs, epoch
+        self.previous = target.score if math.isfinite(target.score) else None  # the next rate is from where it resumes
         self.detector.restart()
         self._boost(True)
         return {

@@ -181,6 +181,17 @@ def test_recover_rewinds_to_the_fastest_improving_checkpoint_and_boosts(make_lea
     assert skipped[-1]["plateau"] and not skipped[-1]["pending"] and "max_recoveries" in skipped[-1]["skipped"]
 
 
+def test_non_finite_scores_are_stale_and_the_resume_state_stays_strict_json(make_learner) -> None:  # noqa: F811
+    learner = make_learner(seed=3, fill=0)
+    recovery = PlateauRecovery(RecoveryConfig(enabled=True, patience=2), "sortino", learner)
+    records = [recovery.observe(epoch, score) for epoch, score in enumerate([math.nan, math.inf])]
+    assert [r["stale_epochs"] for r in records] == [1, 2] and records[1]["pending"]
+    assert all(r["improvement_rate"] is None for r in records)
+    record = recovery.recover(1)
+    assert record["rewound_to"] == 1 and record["rewound_rate"] is None  # no rate known: the later epoch
+    json.dumps(recovery.state(), allow_nan=False)  # checkpoint metadata has no NaN to write
+
+
 def test_the_lr_scale_holds_under_the_cosine_schedule_and_is_exact_at_one(make_learner) -> None:  # noqa: F811
     config = make_learner(fill=0, lr_schedule="cosine", restart_period=10).config
     plain, scaled = LRSchedule(config, "cpu"), LRSchedule(config, "cpu")
