@@ -169,6 +169,7 @@ def test_recover_rewinds_to_the_fastest_improving_checkpoint_and_boosts(make_lea
     assert float(learner.schedule.lr) == pytest.approx(3.0 * learner.config.lr)
     epsilon = torch.tensor([0.1, 0.8, 0.0, 1.0])
     torch.testing.assert_close(recovery.epsilon(epsilon), torch.tensor([0.4, 1.0, 0.3, 1.0]))
+    assert float(recovery.temperature(0.1)) == pytest.approx(0.1 * config.temperature_multiplier)
     assert all(not t.any() for p in learner.optimized for t in learner.optimizer.state[p].values())
 
     saved = json.loads(json.dumps(recovery.state()))  # the resume metadata is JSON
@@ -178,6 +179,7 @@ def test_recover_rewinds_to_the_fastest_improving_checkpoint_and_boosts(make_lea
     assert float(again.learner.schedule.lr) == pytest.approx(3.0 * learner.config.lr)  # the boost is on again
     skipped = [recovery.observe(epoch, 0.0) for epoch in (4, 5, 6)]
     assert float(recovery.epsilon_boost) == 0.0 and float(learner.schedule.lr) == pytest.approx(learner.config.lr)
+    assert float(recovery.temperature(0.1)) == pytest.approx(0.1)
     assert skipped[-1]["plateau"] and not skipped[-1]["pending"] and "max_recoveries" in skipped[-1]["skipped"]
 
 
