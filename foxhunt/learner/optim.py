@@ -84,11 +84,14 @@ class LRSchedule:
 
     @torch.no_grad()
     def set_scale(self, factor: float) -> None:
-        """Multiply the scheduled rate by ``factor`` from now on (1 puts it back). The constant schedule never
-        rewrites ``lr``, so it is set here; the cosine schedule applies ``scale`` at every :meth:`advance`."""
-        self.scale.fill_(factor)
+        """Multiply the scheduled rate by ``factor`` from now on, the next update included (1 puts it back). The
+        constant schedule never rewrites ``lr``, so it is set here; the cosine schedule applies ``scale`` at every
+        :meth:`advance`, and its current rate is rescaled on the device."""
         if self.config.lr_schedule == "constant":
             self.lr.fill_(self.config.lr * factor)
+        else:
+            self.lr.mul_(factor / self.scale)
+        self.scale.fill_(factor)
 
     @torch.no_grad()
     def reset(self) -> None:

@@ -198,6 +198,7 @@ def test_the_lr_scale_holds_under_the_cosine_schedule_and_is_exact_at_one(make_l
     config = make_learner(fill=0, lr_schedule="cosine", restart_period=10).config
     plain, scaled = LRSchedule(config, "cpu"), LRSchedule(config, "cpu")
     scaled.set_scale(2.5)
+    assert float(scaled.lr) == pytest.approx(2.5 * float(plain.lr))  # the next update's rate too
     for _ in range(4):
         plain.advance()
         scaled.advance()
