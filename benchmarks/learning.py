@@ -5,6 +5,7 @@
     python benchmarks/learning.py --quick                  # smoke run: 2 seeds, 1 fold, 1 short epoch
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
+    python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -54,6 +55,10 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "budgeted_sum (default)": [],
         "pcgrad": ['learner.combiner="pcgrad"'],
         "uncertainty": ['learner.combiner="uncertainty"'],
+    },
+    "recovery": {  # docs/learner.md, "Plateau recovery" (not run yet)
+        "off (default)": [],
+        "on": ["train.recovery.enabled=true"],
     },
 }
 
