@@ -58,6 +58,10 @@ NAME = "hindsight"
 # The environment's share of the cap per magnitude (foxhunt.env.physics.target_position) and its rounding slack.
 MAGNITUDE_SHARES = {Magnitude.QUARTER: 0.25, Magnitude.HALF: 0.5, Magnitude.FULL: 1.0}
 CONTRACT_EPSILON = 1e-6
+# Plain ints for the codes compared inside the traced function: dynamo folds a tensor compared with an IntEnum
+# member into a Python bool.
+LONG, SHORT, MARKET = int(Direction.LONG), int(Direction.SHORT), int(OrderType.MARKET)
+MAGNITUDE_COLUMN = int(Branch.MAGNITUDE)
 SLIPPAGE_BY_URGENCY = {Urgency.PASSIVE: EP.SLIP_PASSIVE, Urgency.NORMAL: EP.SLIP_NORMAL,
                        Urgency.AGGRESSIVE: EP.SLIP_AGGRESSIVE}
 
@@ -96,14 +100,14 @@ def relabel_magnitude(inputs: AugmentationInputs) -> Any:
     cap = torch.round(batch.obs[:, PortfolioObs.CAP - portfolio] * t["max_contracts"])  # [B]
     actions = batch.actions
     direction, magnitude = actions[:, Branch.DIRECTION], actions[:, Branch.MAGNITUDE]
-    side = torch.where(direction == Direction.LONG, 1.0, -1.0).to(p0.dtype)  # [B]
+    side = torch.where(direction == LONG, 1.0, -1.0).to(p0.dtype)  # [B]
     size = torch.ceil(t["shares"][None, :] * cap[:, None] - CONTRACT_EPSILON)  # [B, Magnitude]
     targets = side[:, None] * torch.minimum(size, cap[:, None])  # [B, Magnitude]
     cost = t["cost"][actions[:, Branch.URGENCY]]  # [B]
     taken = targets.gather(1, magnitude[:, None])[:, 0]  # [B]
     w_pnl, w_cost, w_holding, scale = t["w_pnl"], t["w_cost"], t["w_holding"], t["reward_scale"]
-    eligible = (inputs.selected[:, 0] & ((direction == Direction.LONG) | (direction == Direction.SHORT))
-                & (actions[:, Branch.ORDER_TYPE] == OrderType.MARKET) & (taken != 0) & (w_pnl != 0))
+    eligible = (inputs.selected[:, 0] & ((direction == LONG) | (direction == SHORT))
+                & (actions[:, Branch.ORDER_TYPE] == MARKET) & (taken != 0) & (w_pnl != 0))
     # the next bar's P&L per contract held, from inverting the taken size's reward (exact where the docs say)
     known = w_cost * cost * (taken - p0).abs() + w_holding * taken.abs()
     held = torch.where(eligible, w_pnl * taken, torch.ones_like(taken))
@@ -113,7 +117,7 @@ def relabel_magnitude(inputs: AugmentationInputs) -> Any:
     best = rewards.argmax(1)  # the first of equal maxima: the smallest size
     gain = rewards.gather(1, best[:, None])[:, 0] - rewards.gather(1, magnitude[:, None])[:, 0]
     relabel = eligible & (gain > 0)
-    column = torch.arange(actions.shape[1], device=actions.device) == Branch.MAGNITUDE
+    column = torch.arange(actions.shape[1], device=actions.device) == MAGNITUDE_COLUMN
     new_actions = torch.where(relabel[:, None] & column[None, :], best[:, None], actions)
     returns = batch.returns + torch.where(relabel, gain, torch.zeros_like(gain))[:, None].to(batch.returns.dtype)
     return dataclasses.replace(batch, actions=new_actions, returns=returns)

@@ -98,6 +98,17 @@ def test_mirror_replaces_its_share_of_sampled_transitions_by_their_mirror(fracti
     torch.testing.assert_close(mirror_batch.actions[odd][:, others], original.actions[odd][:, others])
 
 
+def test_mirrored_sampling_traces_as_one_graph() -> None:
+    """`[learner] compile = true` traces sample_at with fullgraph: the mirror must not break the graph."""
+    replay = replay_with([record(0.5, SMALL)])
+    fill((replay,), 2)
+    replay.set_fold(FOLD)
+    uniforms = torch.rand(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    compiled = torch.compile(replay.sample_at, backend="eager", fullgraph=True)(uniforms, GAMMA)
+    eager = replay.sample_at(uniforms, GAMMA)
+    assert torch.equal(compiled.obs, eager.obs) and torch.equal(compiled.actions, eager.actions)
+
+
 def real_fold(seed: int = 0) -> tuple[AugmentationFold, int]:
     names = FEATURE_SETS["minimal"].names
     rng = np.random.default_rng(seed)
