@@ -55,6 +55,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "pcgrad": ['learner.combiner="pcgrad"'],
         "uncertainty": ['learner.combiner="uncertainty"'],
     },
+    "augment": {  # docs/learner.md, "Replay augmentations"
+        "none": ["plugins.mirror.enabled=false"],
+        "mirror (default)": [],
+        "mirror+hindsight": ["plugins.hindsight.enabled=true"],
+    },
 }
 
 
