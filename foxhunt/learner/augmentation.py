@@ -29,7 +29,8 @@ __all__ = ["selected_positions", "Augmentations"]
 
 
 def selected_positions(batch_size: int, fraction: float, device: torch.device | str) -> torch.Tensor:
-    """``[B, 1]`` bool: position ``i`` is selected when ``i × fraction`` crosses an integer (evenly spread)."""
+    """``[B, 1]`` bool: position ``i`` is selected when ``i × fraction`` crosses an integer (evenly spread: the
+    sampling strata are in position order, so the selected share is drawn from the whole buffer)."""
     position = torch.arange(batch_size + 1, device=device, dtype=torch.float64)
     crossed = torch.floor(position * fraction)
     return (crossed[1:] > crossed[:-1])[:, None]
