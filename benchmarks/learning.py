@@ -60,6 +60,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "off (default)": [],
         "on": ["train.recovery.enabled=true"],
     },
+    "augment": {  # docs/learner.md, "Replay augmentations"
+        "none": ["plugins.mirror.enabled=false"],
+        "mirror (default)": [],
+        "mirror+hindsight": ["plugins.hindsight.enabled=true"],
+    },
 }
 
 

@@ -11,6 +11,8 @@ from foxhunt import errors
 DOCUMENTED = {
     "__version__",
     "AdaptiveMonitor",
+    "AugmentationFold",
+    "AugmentationInputs",
     "Branch",
     "Combination",
     "DiagSnapshot",
@@ -27,6 +29,7 @@ DOCUMENTED = {
     "PluginHost",
     "PluginSelection",
     "ReadOnlyISV",
+    "ReplayAugmentation",
     "SignalSnapshot",
     "Registrar",
     "ResetCategory",

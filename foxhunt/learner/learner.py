@@ -50,7 +50,7 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import GradientCombiner, LossComponent
+from foxhunt.records import GradientCombiner, LossComponent, ReplayAugmentation
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component"]
@@ -83,11 +83,14 @@ class Learner:
 
     ``combiners`` are the gradient combiners the run's plugins provide (``PluginHost.gradient_combiners``);
     ``[learner] combiner`` picks one. Left out, only the core's ``budgeted_sum`` is available.
+    ``augmentations`` are the replay augmentations the run's plugins switch on
+    (``PluginHost.replay_augmentations``); the replay applies them once the trainer sets its fold.
     """
 
     def __init__(self, config: Any, layout: IsvLayout, isv: ISV, components: Sequence[LossComponent], obs_dim: int,
                  device: torch.device | str, seed: int, *, n_envs: int = 1, dtype: torch.dtype = torch.float32,
-                 combiners: Sequence[GradientCombiner] = (BUDGETED_SUM,)) -> None:
+                 combiners: Sequence[GradientCombiner] = (BUDGETED_SUM,),
+                 augmentations: Sequence[ReplayAugmentation] = ()) -> None:
         self.config: LearnerConfig = learner_config_of(config)
         c = self.config
         self.device = torch.device(device)
@@ -113,7 +116,7 @@ class Learner:
         self.params = list(self.network.parameters())
         self.popart = PopArt(len(Branch), self.network.n_actions, c.popart_beta, c.popart_sigma_min, c.popart,
                              self.device, dtype)
-        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype)
+        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations)
         self.schedule = LRSchedule(c, self.device)
         # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by
         # the same optimiser as the network; a combiner without any adds no parameter, so the default run's

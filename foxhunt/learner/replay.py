@@ -14,24 +14,25 @@ power-of-two tree, so any capacity is exact, and it is stratified (one draw per
 never be drawn; if every filled slot has zero mass, sampling is uniform over
 the filled slots. Everything stays on the device: no ``.item()``, no host branch.
 
-With ``mirror`` on, a share ``mirror_fraction`` of a sampled batch (at the
-default 0.5 every odd position: the strata alternate, so the mirrored half is
-spread over the whole buffer) is replaced by its counterfactual mirror: observations through the per-column
-affine map set by :meth:`Replay.set_mirror` for the fold, SHORT and LONG
-swapped; rewards and discounts are those of the original (foxhunt/env/mirror.py
-says why). Its priority update goes to the original's slot. A replay whose
-map was never set (filled outside the trainer) does not mirror.
+Replay augmentations (plugin records, :mod:`foxhunt.learner.augmentation`) then replace each one's share of
+the sampled batch by augmented copies, in name order: by default the counterfactual mirror (the ``mirror``
+plugin; observations mirrored, SHORT and LONG swapped). An augmented copy's priority update goes to the
+original's slot. A replay whose fold was never set (:meth:`Replay.set_fold`; filled outside the trainer)
+applies none.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from foxhunt.actions import BRANCH_TABLES, Branch, Direction
+from foxhunt.actions import Branch
+from foxhunt.learner.augmentation import Augmentations
 from foxhunt.learner.config import ReplayConfig
+from foxhunt.records import AugmentationFold, ReplayAugmentation
 
 __all__ = ["Batch", "Replay"]
 
@@ -57,10 +58,14 @@ class Batch:
 
 
 class Replay(nn.Module):
-    """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers)."""
+    """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers).
+
+    ``augmentations`` are the run's replay augmentations (``PluginHost.replay_augmentations``), applied to
+    every sampled batch from the first :meth:`set_fold` on."""
 
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
-                 device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> None:
+                 device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
+                 augmentations: Sequence[ReplayAugmentation] = ()) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -85,19 +90,7 @@ class Replay(nn.Module):
         self.register_buffer("alpha", torch.full((), config.alpha, dtype=torch.float32, **kw))
         self.register_buffer("beta", torch.full((), config.beta, dtype=torch.float32, **kw))
         self.register_buffer("row_ids", torch.arange(rows, **kw))
-        # the counterfactual mirror: obs' = clamp(obs * scale + shift, low, high); off until set_mirror gives the
-        # map (a replay filled outside the trainer has no normaliser to build it from)
-        self.mirroring = False
-        self.register_buffer("mirror_scale", torch.ones(obs_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_shift", torch.zeros(obs_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_low", torch.full((obs_dim,), -torch.inf, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_high", torch.full((obs_dim,), torch.inf, dtype=dtype, **kw), persistent=False)
-        # the action map: SHORT <-> LONG in the direction column, every other code and column unchanged
-        swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
-        codes = max(table.size() for table in BRANCH_TABLES.values())
-        self.register_buffer("mirror_codes", torch.tensor([swapped.get(code, code) for code in range(codes)], **kw),
-                             persistent=False)
-        self.register_buffer("mirror_columns", torch.arange(len(Branch), **kw) == Branch.DIRECTION, persistent=False)
+        self.augmentations = Augmentations(augmentations, device, dtype)
 
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
@@ -118,9 +111,9 @@ class Replay(nn.Module):
     def update_priorities(self, indices: torch.Tensor, td_error: torch.Tensor) -> None:
         """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling).
 
-        A slot drawn more than once in a batch takes the largest of its priorities. With the mirror its copies
-        have different TD errors (the original and its mirror), and a plain indexed write would keep whichever
-        the device happened to write last: on CUDA a graph replay and an eager run then part ways."""
+        A slot drawn more than once in a batch takes the largest of its priorities. With an augmentation its
+        copies have different TD errors (the original and, say, its mirror), and a plain indexed write would keep
+        whichever the device happened to write last: on CUDA a graph replay and an eager run then part ways."""
         priority = td_error.detach().abs().to(torch.float32) + self.config.priority_eps
         self.priorities.view(-1).scatter_reduce_(0, indices, priority, reduce="amax", include_self=False)
         self.max_priority.copy_(torch.maximum(self.max_priority, priority.max()))
@@ -145,26 +138,9 @@ class Replay(nn.Module):
         self.beta.fill_(self.config.beta)
 
     @torch.no_grad()
-    def set_mirror(self, scale: torch.Tensor, shift: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
-        """The fold's observation mirror, per column ``[D]``; from here on sampling mirrors when ``mirror`` is on."""
-        self.mirroring = self.config.mirror
-        for buffer, value in ((self.mirror_scale, scale), (self.mirror_shift, shift), (self.mirror_low, low),
-                              (self.mirror_high, high)):
-            buffer.copy_(torch.as_tensor(value, dtype=buffer.dtype))
-
-    def _mirrored(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Odd positions of the batch replaced by their mirror: observations mapped, SHORT and LONG swapped."""
-        # position i is mirrored when i × fraction crosses an integer: evenly spread, the odd positions at 0.5
-        position = torch.arange(obs.shape[0] + 1, device=obs.device, dtype=torch.float64)
-        crossed = torch.floor(position * self.config.mirror_fraction)
-        flip = (crossed[1:] > crossed[:-1])[:, None]
-
-        def mirror(x: torch.Tensor) -> torch.Tensor:
-            return torch.where(flip, torch.clamp(x * self.mirror_scale + self.mirror_shift, self.mirror_low,
-                                                 self.mirror_high), x)
-
-        actions = torch.where(flip & self.mirror_columns[None, :], self.mirror_codes[actions], actions)
-        return mirror(obs), actions, mirror(next_obs)
+    def set_fold(self, fold: AugmentationFold) -> None:
+        """The fold's constants for every augmentation; from here on sampling applies them."""
+        self.augmentations.set_fold(fold)
 
     # -- sampling --------------------------------------------------------------
     def filled(self) -> torch.Tensor:
@@ -233,15 +209,15 @@ class Replay(nn.Module):
         last = torch.remainder(row + length - 1, self.rows)
         terminal = self.dones[last, env]
         discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
-        obs, actions, next_obs = self.obs[row, env], self.actions[row, env], self.next_obs[last, env]
-        if self.mirroring:  # fixed from the first fold on: no data-dependent branch
-            obs, actions, next_obs = self._mirrored(obs, actions, next_obs)
-        return Batch(
-            obs=obs,
-            actions=actions,
+        batch = Batch(
+            obs=self.obs[row, env],
+            actions=self.actions[row, env],
             returns=returns,
             discounts=discounts,
-            next_obs=next_obs,
+            next_obs=self.next_obs[last, env],
             weights=weights,
             indices=indices,
         )
+        if not self.augmentations.active:  # fixed from the first fold on: no data-dependent branch
+            return batch
+        return self.augmentations.apply(batch, self.rewards[row, env])

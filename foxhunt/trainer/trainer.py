@@ -35,7 +35,6 @@ from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
-from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
@@ -50,7 +49,7 @@ from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
 from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
-from foxhunt.records import KernelPoint
+from foxhunt.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
 from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
@@ -170,6 +169,7 @@ class Trainer:
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
+            augmentations=self.host.replay_augmentations(config),
         )
         self.learner.attach_state(self.registries.state)
         train = config.train  # [train.recovery] (off by default): plateau recovery, foxhunt/trainer/recovery.py
@@ -293,9 +293,9 @@ class Trainer:
         features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
         self.features = features
         self.env.features.copy_(torch.from_numpy(features))
-        mirror = observation_mirror(self.data.features.names, self.normalizer)
-        self.learner.replay.set_mirror(*(torch.from_numpy(a) for a in (mirror.scale, mirror.shift, mirror.low,
-                                                                      mirror.high)))
+        # the replay augmentations' constants for this fold (the mirror's map from the fold's normaliser)
+        self.learner.replay.set_fold(AugmentationFold(tuple(self.data.features.names), self.normalizer,
+                                                      self.env.params.detach().cpu().numpy().astype(np.float64)))
         self.env.set_window(fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
