@@ -12,6 +12,7 @@ DOCUMENTED = {
     "__version__",
     "AdaptiveMonitor",
     "Branch",
+    "CentredSupport",
     "Combination",
     "DiagSnapshot",
     "DimTable",
