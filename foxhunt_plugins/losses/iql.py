@@ -131,7 +131,6 @@ def value_centre(state_values: torch.Tensor, centre_mix: float) -> torch.Tensor:
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
     settings = registrar.settings(IqlSettings)
-    registrar.dims(Expectile)
     # Only a run that switches it on gets the slot: the default layout, its fingerprint and every checkpoint of
     # a run without IQL stay exactly what they were.
     if settings is not None and settings.enabled:
