@@ -58,6 +58,7 @@ from foxhunt import (
     auto,
     hookimpl,
 )
+from foxhunt.contract import IQL_SUPPORT_FLOOR
 
 __all__ = ["NAME", "DEFAULT_BUDGET", "SUPPORT_FLOOR", "Expectile", "IqlSettings", "expectile_loss", "iql_per_branch",
            "iql_loss", "value_centre", "foxhunt_declare", "foxhunt_loss_components"]
@@ -66,7 +67,7 @@ NAME = "iql"
 # Opt-in: the five built-in defaults already sum to 1, so a run that enables it gives it a share of another's
 # budget in [learner.budgets] (e.g. c51 0.30, iql 0.10).
 DEFAULT_BUDGET = 0.10
-SUPPORT_FLOOR = "iql.support_floor"  # ISV [Branch]: the minimum half-width of the centred atoms
+SUPPORT_FLOOR = IQL_SUPPORT_FLOOR  # ISV [Branch]: the minimum half-width of the centred atoms
 
 
 class Expectile(DimTable):
@@ -131,13 +132,13 @@ def value_centre(state_values: torch.Tensor, centre_mix: float) -> torch.Tensor:
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
     settings = registrar.settings(IqlSettings)
-    # Only a run that switches it on gets the slot: the default layout, its fingerprint and every checkpoint of
-    # a run without IQL stay exactly what they were.
-    if settings is not None and settings.enabled:
-        registrar.slot(SUPPORT_FLOOR, width=len(Branch), init=settings.support_floor,
-                       doc="minimum half-width of the C51 atoms centred on V(s) [Branch] (normalised return units)")
-        registrar.state(SUPPORT_FLOOR, ResetCategory.TRAINING_PERSIST,
-                        doc="[plugins.iql] support_floor, kept for the run like the support it bounds")
+    # Declared whether or not the plugin is on: a layout depends on the code alone (the conformance kit checks
+    # it), so switching IQL on never changes a run's fingerprint. Off, nothing reads it and it costs 4 floats.
+    floor = IqlSettings().support_floor if settings is None else settings.support_floor
+    registrar.slot(SUPPORT_FLOOR, width=len(Branch), init=floor,
+                   doc="minimum half-width of the C51 atoms centred on V(s) [Branch] (normalised return units)")
+    registrar.state(SUPPORT_FLOOR, ResetCategory.TRAINING_PERSIST,
+                    doc="[plugins.iql] support_floor, kept for the run like the support it bounds")
 
 
 @hookimpl

@@ -92,14 +92,17 @@ def test_iql_loss_on_a_learners_inputs_against_a_float64_loop(make_learner) -> N
                        if name.startswith(("trunk.", "state_value_"))}
 
 
-def test_off_by_default_no_component_no_slot_no_head(kit) -> None:
+def test_off_by_default_no_component_no_head(kit, make_learner) -> None:
     from learner_builders import LOSS_MODULES
 
     host, registries = kit.frozen_host(extra=[(iql, "iql")])
     assert [c.name for c in host.loss_components(LearnerConfig())] == [m.NAME for m in LOSS_MODULES]
-    assert iql.SUPPORT_FLOOR not in registries.layout.offsets
-    # the layout (and so every checkpoint's fingerprint) is the one of a run without the plugin
-    assert registries.layout.fingerprint_hex == kit.frozen_host()[1].layout.fingerprint_hex
+    learner = make_learner(extra=[(iql, "iql")])
+    assert learner.centring is None and learner.network.state_value_out is None
+    # its slot is declared either way: a layout depends on the code alone, so switching it on keeps the fingerprint
+    on = kit.frozen_host(extra=[(iql, "iql")], settings=ON)[1].layout
+    assert iql.SUPPORT_FLOOR in registries.layout.offsets
+    assert registries.layout.fingerprint_hex == on.fingerprint_hex
 
 
 def test_switched_on_it_declares_its_floor_and_asks_for_centred_atoms(kit) -> None:
