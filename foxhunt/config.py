@@ -54,6 +54,9 @@ class RunConfig:
     # Per-epoch metrics also as TensorBoard event files in RUN_DIR/tensorboard/ (the tensorboard extra;
     # foxhunt/trainer/tensorboard_log.py lists the scalars).
     tensorboard: bool = False
+    # Worker processes of one training run on one host (docs/multi-device.md): 1 is the single-process run; N > 1
+    # spawns N ranks (cuda:0..N-1 on CUDA, N CPU processes otherwise), data-parallel over one all-reduce per update.
+    devices: int = attrs.field(default=1, validator=attrs.validators.ge(1))
 
 
 @attrs.frozen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import click
 import torch
 from rich.console import Console
@@ -16,6 +17,7 @@ from foxhunt.config_checks import check_config
 from foxhunt.data import list_datasets
 from foxhunt.errors import BandStop, ConfigError, FoxhuntError, NumericalFault
 from foxhunt.trainer.bands import load_bands
+from foxhunt.trainer.distributed import train_on_devices
 from foxhunt.trainer.interrupt import StopFlag
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.resume import resume_config
@@ -58,6 +60,9 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
               help="Where to train (default: auto). The device picks the run-size profile: see `foxhunt config show`.")
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed; the same seed on the CPU gives identical results.")
+@click.option("--devices", type=click.IntRange(min=1),
+              help="Worker processes of this run (sets run.devices; default 1): N > 1 trains data-parallel on "
+                   "cuda:0..N-1, or on N CPU processes (docs/multi-device.md). A resumed run may change it.")
 @click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Continue a stopped or killed run from its run directory (uses that run's config).")
 @click.option("--bands", "bands_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -65,8 +70,8 @@ def _results_table(title: str, rows: dict[str, dict[str, float]]) -> Table:
                    "the file's patience (sets run.bands; docs/bands.md).")
 @metrics_port_option
 @click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal (default: on).")
-def train_command(config_path, overrides, data_source, out_dir, device, seed, resume_dir, bands_file, metrics_port,
-                  progress) -> None:
+def train_command(config_path, overrides, data_source, out_dir, device, seed, devices, resume_dir, bands_file,
+                  metrics_port, progress) -> None:
     """Train an agent with walk-forward folds and write a run directory.
 
     \b
@@ -109,7 +114,10 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         # Locked first; a finished run, a foreign folder or a changed config is refused before anything is built
         run_dir = RunDirectory(resume_dir, resume=True)
         try:
-            config = check_config(resume_config(resume_dir, device))
+            config = resume_config(resume_dir, device)
+            if devices is not None:  # run.devices may change on resume: N devices -> M (docs/multi-device.md)
+                config = attrs.evolve(config, run=attrs.evolve(config.run, devices=devices))
+            config = check_config(config)
         except BaseException:
             run_dir.release()
             raise
@@ -121,6 +129,8 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
             extra.append(f"run.seed={seed}")
         if bands_file is not None:  # absolute: config.toml keeps it, and --resume may run from another folder
             extra.append(f"run.bands={toml_string(str(bands_file.absolute()))}")
+        if devices is not None:
+            extra.append(f"run.devices={devices}")
         if device is not None:  # before the profile is resolved: --device cuda gets the GPU-sized defaults
             extra.append(f"run.device={toml_string(device)}")
         config = check_config(resolve_config(config_path, tuple(extra)))  # before the run directory exists
@@ -132,8 +142,12 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
         torch.set_num_threads(config.run.threads)  # the program, not the library, sizes the thread pool
     with StopFlag() as stop:
         try:
-            trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
-            summary = trainer.run(resume_from=resume_dir)
+            if config.run.devices > 1:  # N ranks; each takes its own stop requests (Ctrl-C reaches them all)
+                summary = train_on_devices(config, run_dir, resume=resume_dir is not None, show_progress=progress,
+                                           metrics_port=metrics_port)
+            else:
+                trainer = Trainer(config, run_dir, stop=stop, show_progress=progress, metrics_port=metrics_port)
+                summary = trainer.run(resume_from=resume_dir)
         except NumericalFault:
             build_report(run_dir.path)  # the report names the fault, as summary.json does
             raise

@@ -78,6 +78,11 @@ class BranchExplorer:
         self.device = torch.device(device)
         self.counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.n_branches = Branch.size()  # a plain int: torch.compile traces the methods below (learner.compile)
+        self.reseed(seed)
+        self._env_lanes = torch.arange(n_envs, dtype=torch.int64, device=self.device)
+
+    def reseed(self, seed: int) -> None:
+        """Derive the branch keys from ``seed`` (the draw counter is kept): a multi-device rank's own streams."""
         base = mix32(mix32(seed & MASK32) ^ ((seed >> 32) & MASK32))
         # One independent key per (branch, purpose).
         # keyed by plain ints: torch.compile traces the lookups (an enum-keyed dict recursed in dynamo's guards)
@@ -86,7 +91,6 @@ class BranchExplorer:
             for b in Branch
             for purpose in _PURPOSES
         }
-        self._env_lanes = torch.arange(n_envs, dtype=torch.int64, device=self.device)
 
     def _check(self, values: Sequence[torch.Tensor]) -> None:
         if len(values) != self.n_branches:

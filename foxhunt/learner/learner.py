@@ -26,7 +26,7 @@ PopArt, gradients, recording, after the optimiser), which ``[learner] compile`` 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -172,6 +172,9 @@ class Learner:
                                               self.combiner, self.combiner_parameters)
         # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
         self.pieces = compiled_pieces() if c.compile else EAGER_PIECES
+        # Multi-device runs set it: called with the learner between the budgeted combination and the optimiser
+        # step, it averages the combined gradient over the ranks. None (one process): the update never calls it.
+        self.gradient_sync: Callable[[Learner], None] | None = None
 
     def _make_signals(self) -> dict[str, torch.Tensor]:
         """Device tensors the adaptive kernels read (docs/adaptive.md, "Signals"), rewritten in place each update."""
@@ -308,6 +311,8 @@ class Learner:
         else:
             step = self.loop_gradients(batch, support, taus, targets)
         pieces.record_step(self, step, batch)
+        if self.gradient_sync is not None:  # multi-device only: the one all-reduce (foxhunt/trainer/distributed.py)
+            self.gradient_sync(self)
         self.optimizer.step()
         pieces.after_optimizer_step(self)
 

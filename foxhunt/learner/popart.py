@@ -23,6 +23,8 @@ persisted network weights, and resetting them alone would change every output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -41,6 +43,8 @@ class PopArt(nn.Module):
         self.enabled = enabled
         self.register_buffer("mu", torch.zeros(n_branches, device=device, dtype=dtype))
         self.register_buffer("nu", torch.ones(n_branches, device=device, dtype=dtype))
+        # Multi-device runs set it (foxhunt/trainer/distributed.py) so every rank moves the same statistics.
+        self.moments_sync: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
 
     @property
     def sigma(self) -> torch.Tensor:
@@ -65,8 +69,11 @@ class PopArt(nn.Module):
         if not self.enabled:
             return
         mu_old, sigma_old = self.mu.clone(), self.sigma
-        self.mu.lerp_(targets.mean(0), self.beta)
-        self.nu.lerp_((targets * targets).mean(0), self.beta)
+        mean, square = targets.mean(0), (targets * targets).mean(0)
+        if self.moments_sync is not None:  # multi-device: the batch moments of every rank's batch, averaged
+            mean, square = self.moments_sync(mean, square)
+        self.mu.lerp_(mean, self.beta)
+        self.nu.lerp_(square, self.beta)
         self.rescale(mu_old, sigma_old, layers)
         if branch_layers:  # a fixed list for the run: no branch on a tensor value
             self.rescale_branch_layers(mu_old, sigma_old, branch_layers)

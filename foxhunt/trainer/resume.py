@@ -177,9 +177,10 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[tuple
     return []
 
 
-# Where a run trains may change between stop and resume (`--resume RUN --device cpu` on another machine), and
-# whether its metrics also go to TensorBoard (set in config.toml; absent from runs saved before the key existed).
-_MAY_CHANGE = ("run.device", "run.tensorboard")
+# Where a run trains may change between stop and resume (`--resume RUN --device cpu` on another machine, or on
+# another number of devices: `--devices M`, docs/multi-device.md), and whether its metrics also go to TensorBoard
+# (set in config.toml; absent from runs saved before the key existed).
+_MAY_CHANGE = ("run.device", "run.devices", "run.tensorboard")
 
 
 def _refuse_changed_config(saved: dict[str, Any], config: FoxhuntConfig, directory: Path) -> None:
