@@ -128,6 +128,15 @@ class DistributedTrainer(trainer_module.Trainer):
         super()._run_kernels(point)
         self.sync.broadcast_(self.isv.tensor)
 
+    def _plateau_recovery(self, fold: Any, epoch: int, score: float, validation: dict[str, float],
+                          is_best: bool) -> dict[str, Any] | None:
+        """Every rank decides alike (rank 0's validation score); the perturbation draws from each rank's own
+        generator, so rank 0's rewound and perturbed state is broadcast after it."""
+        record = super()._plateau_recovery(fold, epoch, score, validation, is_best)
+        if record is not None and record.get("fired"):
+            self.sync.broadcast_(*replicated_tensors(self))
+        return record
+
     # -- the end ---------------------------------------------------------------------
     def _run(self, resume_from: Path | None) -> dict[str, Any] | None:
         summary = super()._run(resume_from)

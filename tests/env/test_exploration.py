@@ -70,3 +70,13 @@ def test_a_restored_counter_continues_the_draws() -> None:
     assert torch.equal(restored.boltzmann(q, 1.0), original.boltzmann(q, 1.0))
     # the counter is what carried the draws on: a fresh explorer of the same seed draws otherwise
     assert not torch.equal(BranchExplorer(6, seed=11).epsilon_greedy(q, 0.5), restored.epsilon_greedy(q, 0.5))
+
+
+def test_reseed_gives_the_streams_of_that_seed_and_keeps_the_counter() -> None:
+    """A multi-device rank re-keys its explorer: the same actions as an explorer built with that seed."""
+    q = [torch.zeros(8, size) for size in branch_sizes()]
+    fresh, reseeded, original = BranchExplorer(8, 11), BranchExplorer(8, 3), BranchExplorer(8, 3)
+    reseeded.reseed(11)
+    assert torch.equal(fresh.epsilon_greedy(q, 1.0), reseeded.epsilon_greedy(q, 1.0))
+    assert int(reseeded.counter) == 1
+    assert not torch.equal(original.epsilon_greedy(q, 1.0), BranchExplorer(8, 11).epsilon_greedy(q, 1.0))

@@ -320,3 +320,31 @@ def test_a_centred_learner_is_deterministic_and_its_state_round_trips(make_learn
     for name, tensor in a.state_dict().items():
         assert torch.equal(tensor, b.state_dict()[name]), name
     assert math.isfinite(float(a.metrics()["loss.iql"]))
+
+
+def test_gradient_sync_runs_once_per_update_between_combination_and_optimizer(make_learner) -> None:
+    """The multi-device hook sees the budgeted combination in ``p.grad`` before AdamW steps, and AdamW steps on
+    what the hook leaves there (here: the gradient doubled); a learner without a hook never calls one."""
+    learner = make_learner(seed=2)
+    assert learner.gradient_sync is None
+    seen = []
+
+    def double(hooked) -> None:
+        assert hooked is learner
+        seen.append((learner.gradients.flat_grad.clone(), float(learner.optimizer.state[learner.params[0]]["step"])))
+        assert learner.params[0].grad.data_ptr() == learner.gradients.flat_grad.data_ptr()
+        learner.gradients.flat_grad.mul_(2.0)
+
+    learner.gradient_sync = double
+    learner.step()
+    assert len(seen) == 1
+    grad, steps = seen[0]
+    assert steps == 0.0  # the optimiser had not stepped yet
+    assert float(grad.norm()) > 0.0
+    torch.testing.assert_close(grad.norm(), learner.gradients.combined_norm)
+    beta1 = learner.optimizer.param_groups[0]["betas"][0]
+    first = learner.params[0]
+    expected = (1 - beta1) * 2.0 * grad[: first.numel()].view_as(first)
+    torch.testing.assert_close(learner.optimizer.state[first]["exp_avg"], expected)
+    learner.step()
+    assert len(seen) == 2

@@ -108,3 +108,23 @@ def test_popart_rescale_preserves_the_unnormalised_state_value(kit) -> None:
         for a, b in zip(others, unnormalised_outputs(net, popart, obs, taus), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert len(net.weight_matrices()) == 13  # the head's two matrices are spectrally normalised like every other
+
+
+def test_popart_moments_sync_sets_the_moments_it_moves_toward(kit) -> None:
+    """Multi-device runs average the batch moments over the ranks through ``moments_sync``: PopArt moves toward
+    what the hook returns, and without a hook toward the batch's own moments."""
+    g = torch.Generator().manual_seed(5)
+    targets = torch.randn(16, len(Branch), generator=g, dtype=torch.float64) * 3.0 + 1.0
+    plain = PopArt(len(Branch), 4, 0.5, 1e-3, True, dtype=torch.float64)
+    plain.update(targets, [])
+    torch.testing.assert_close(plain.mu, 0.5 * targets.mean(0))
+    torch.testing.assert_close(plain.nu, 0.5 + 0.5 * (targets * targets).mean(0))
+    seen = []
+    hooked = PopArt(len(Branch), 4, 0.5, 1e-3, True, dtype=torch.float64)
+    mean, square = torch.full((len(Branch),), 2.0, dtype=torch.float64), torch.full((len(Branch),), 9.0, dtype=torch.float64)
+    hooked.moments_sync = lambda m, s: (seen.append((m.clone(), s.clone())), (mean, square))[1]
+    hooked.update(targets, [])
+    torch.testing.assert_close(seen[0][0], targets.mean(0))
+    torch.testing.assert_close(seen[0][1], (targets * targets).mean(0))
+    torch.testing.assert_close(hooked.mu, 0.5 * mean)
+    torch.testing.assert_close(hooked.nu, 0.5 + 0.5 * square)

@@ -136,14 +136,20 @@ def test_devices_default_is_one_and_devices_one_is_the_single_process_run(tmp_pa
                 assert file.read_bytes() == (one / "checkpoints" / name / file.name).read_bytes(), file.name
 
 
+# A plateau recovery forced at the second epoch: its perturbation draws from each rank's own generator.
+FORCED_RECOVERY = ("train.epochs=2", "train.recovery.enabled=true", "train.recovery.patience=1",
+                   "train.recovery.min_delta=1e9", "train.recovery.max_recoveries=1", "train.recovery.ring_size=2")
+
+
 def test_two_ranks_train_with_one_network_and_own_shards(tmp_path: Path, warm_cache: Path) -> None:
     out = tmp_path / "run"
-    result = invoke(*train_args(out, SMALL), "--devices", "2")
+    result = invoke(*train_args(out, (*SMALL, *FORCED_RECOVERY)), "--devices", "2")
     assert result.exit_code == 0, result.output + result.stderr
     summary = read_summary(out)
     assert [fold["fold"] for fold in summary["folds"]] == [0] and summary["overall"]["agent"]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 1  # rank 0 alone wrote the metrics
+    assert [row["epoch"] for row in rows] == [0, 1]  # rank 0 alone wrote the metrics
+    assert any(row.get("recovery", {}).get("fired") for row in rows)
     agreement = json.loads((out / DEVICES_FILE).read_text(encoding="utf-8"))
     assert agreement["devices"] == 2 and agreement["backend"] == "gloo"
     assert agreement["max_parameter_difference"] == 0.0
