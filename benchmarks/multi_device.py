@@ -1,8 +1,9 @@
 """Multi-device scaling: `foxhunt train --devices N` for N = 1 and 2 (or --devices-list), the same run otherwise.
 
     python benchmarks/multi_device.py --device cuda                 # 1 and 2 GPUs of one host (NCCL)
-    python benchmarks/multi_device.py --device cpu --epochs 1 \\
-        --set train.env_steps_per_epoch=2048 --set train.updates_per_epoch=64   # 1 and 2 CPU processes (gloo)
+    python benchmarks/multi_device.py --device cpu --epochs 2 --set train.env_steps_per_epoch=1024 \\
+        --set train.updates_per_epoch=16 --set train.warmup_env_steps=256 --set env.n_envs=16 \\
+        --set 'learner.hidden=[32,32]' --set learner.batch_size=32 --set learner.replay.capacity=4096  # CPU, gloo
 
 Runs `foxhunt train` as a user would (a subprocess, its own run directory) for each device count and reads
 rank 0's metrics.jsonl. The ranks step in lockstep (one all-reduce per update), so per epoch:

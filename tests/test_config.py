@@ -192,7 +192,7 @@ configs = st.builds(
     # a dumped config is a resolved one: its profile is concrete ("auto" is resolved when it is loaded)
     run=st.builds(RunConfig, seed=st.integers(0, 2**31), device=st.sampled_from(["auto", "cpu", "cuda"]),
                   profile=st.sampled_from(["cpu", "gpu"]), tf32=st.booleans(), cuda_graph=st.booleans(),
-                  tensorboard=st.booleans()),
+                  tensorboard=st.booleans(), devices=st.integers(1, 8)),
     plugins=st.builds(
         PluginSelection,
         only=st.lists(st.sampled_from(["a", "b.c", "thirdparty"]), unique=True),
@@ -208,3 +208,11 @@ def test_dumped_config_loads_back_to_itself(config: FoxhuntConfig) -> None:
         path = Path(directory) / "config.toml"
         path.write_text(dump_config(config), encoding="utf-8")
         assert load_config(path) == config
+
+
+def test_run_devices_defaults_to_one_and_refuses_zero() -> None:
+    """``[run] devices`` (docs/multi-device.md): 1 is the one-process run; fewer than one device is refused."""
+    assert RunConfig().devices == 1
+    assert load_config(None, ["run.devices=2"]).run.devices == 2
+    with pytest.raises(ConfigError, match="run.devices"):
+        load_config(None, ["run.devices=0"])

@@ -235,7 +235,7 @@ def test_config_show_prints_the_resolved_toml(run) -> None:
     resolved = tomllib.loads(result.stdout)
     profile = "gpu" if torch.cuda.is_available() else "cpu"  # device "auto" follows the machine
     assert resolved["run"] == {"seed": 7, "device": "auto", "threads": 1, "profile": profile, "tf32": True,
-                               "cuda_graph": True, "tensorboard": False}
+                               "cuda_graph": True, "tensorboard": False, "devices": 1}
     assert {key: resolved["plugins"][key] for key in ("only", "disable", "require")} == {
         "only": [], "disable": [], "require": {}}
 
@@ -278,7 +278,7 @@ def test_config_show_json(run, tmp_path: Path) -> None:
     result = run("config", "show", "--json", "--config", str(config), "--set", "run.seed=3")
     assert json.loads(result.stdout)["run"] == {"seed": 3, "device": "cpu", "threads": 1, "profile": "cpu",
                                                 "tf32": True, "cuda_graph": True, "bands": None,
-                                                "tensorboard": False}
+                                                "tensorboard": False, "devices": 1}
 
 
 def test_config_show_resolves_the_gpu_profile_for_a_cuda_run(run) -> None:
