@@ -21,6 +21,7 @@ from trainer_testkit import TINY, TINY_DATA, StopAfter, invoke, read_summary, tr
 
 from foxhunt.cli.common import resolve_config
 from foxhunt.config import RunConfig
+from foxhunt.errors import FoxhuntError
 from foxhunt.learner.budgets import GradientBudget
 from foxhunt.trainer.distributed import DEVICES_FILE, RankSync, rank_seed, train_on_devices
 from foxhunt.trainer.run_dir import RunDirectory
@@ -174,3 +175,15 @@ def test_a_run_trained_on_two_ranks_resumes_on_one(tmp_path: Path, warm_cache: P
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [0, 1]
     assert "devices = 1" in (out / "config.toml").read_text(encoding="utf-8")
+
+
+def test_a_rank_error_is_raised_in_the_parent_as_itself(tmp_path: Path, warm_cache: Path) -> None:
+    """Every rank fails to load the data: the parent raises that rank's own exception, nothing hangs, and the
+    run folder holds no result."""
+    out = tmp_path / "run"
+    missing = tmp_path / "missing.csv"
+    config = resolve_config(None, (*SMALL, f"data.source='{missing}'", "run.device='cpu'", "run.devices=2"))
+    with pytest.raises(FoxhuntError, match="missing.csv") as raised:
+        train_on_devices(config, RunDirectory(out), resume=False, show_progress=False)
+    assert "a training rank failed" not in str(raised.value)  # rebuilt from the rank, not quoted
+    assert not (out / "summary.json").exists()
