@@ -25,7 +25,7 @@ from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugin_host import PluginHost, PluginSelection
-from foxhunt.records import Combination, GradientCombiner, Kernel, KernelPoint, LossComponent
+from foxhunt.records import Combination, Encoder, GradientCombiner, Kernel, KernelPoint, LossComponent
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
@@ -36,6 +36,7 @@ __all__ = [
     "Combination",
     "DiagSnapshot",
     "DimTable",
+    "Encoder",
     "FoxhuntError",
     "GradientCombiner",
     "ISV",

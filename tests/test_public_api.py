@@ -16,6 +16,7 @@ DOCUMENTED = {
     "DiagSnapshot",
     "DimTable",
     "FoxhuntError",
+    "Encoder",
     "GradientCombiner",
     "ISV",
     "IsvLayout",

@@ -21,6 +21,14 @@ affine map set by :meth:`Replay.set_mirror` for the fold, SHORT and LONG
 swapped; rewards and discounts are those of the original (foxhunt/env/mirror.py
 says why). Its priority update goes to the original's slot. A replay whose
 map was never set (filled outside the trainer) does not mirror.
+
+With an encoder window W > 1 (``window``), each transition also stores the bar
+index of its observation and of its next observation (``bars``/``next_bars``,
+``[rows, E]`` int64) instead of W copies of the features: sampling rebuilds
+both encoder inputs ``[B, W × F + P]`` by gathering the W - 1 earlier rows
+from the fold's feature matrix (:meth:`Replay.set_features`,
+:func:`foxhunt.learner.encoders.window_input`), before the mirror, whose map
+covers every row of the window.
 """
 
 from __future__ import annotations
@@ -32,13 +40,14 @@ from torch import nn
 
 from foxhunt.actions import BRANCH_TABLES, Branch, Direction
 from foxhunt.learner.config import ReplayConfig
+from foxhunt.learner.encoders import window_input
 
 __all__ = ["Batch", "Replay"]
 
 
 @dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class Batch:
-    """A sampled batch. B = batch size, D = observation width.
+    """A sampled batch. B = batch size, D = observation width (the encoder input's, W × F + P, with a window).
 
     ``obs``/``next_obs`` ``[B, D]`` (``next_obs`` is the bootstrap observation m
     steps later); ``actions`` ``[B, Branch]`` int64; ``returns`` ``[B, Branch]``
@@ -60,7 +69,8 @@ class Replay(nn.Module):
     """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers)."""
 
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
-                 device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> None:
+                 device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
+                 *, window: int = 1, n_features: int = 0) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -85,13 +95,20 @@ class Replay(nn.Module):
         self.register_buffer("alpha", torch.full((), config.alpha, dtype=torch.float32, **kw))
         self.register_buffer("beta", torch.full((), config.beta, dtype=torch.float32, **kw))
         self.register_buffer("row_ids", torch.arange(rows, **kw))
+        # the encoder window: bar indices, registered only for W > 1 (a one-bar replay's state is what it was)
+        self.window, self.n_features = window, n_features
+        self.window_features: torch.Tensor | None = None  # the fold's feature matrix [bars, F], set_features
+        if window > 1:
+            self.register_buffer("bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
+            self.register_buffer("next_bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
+        input_dim = obs_dim + (window - 1) * n_features  # what a sampled batch's obs is: the encoder input
         # the counterfactual mirror: obs' = clamp(obs * scale + shift, low, high); off until set_mirror gives the
         # map (a replay filled outside the trainer has no normaliser to build it from)
         self.mirroring = False
-        self.register_buffer("mirror_scale", torch.ones(obs_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_shift", torch.zeros(obs_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_low", torch.full((obs_dim,), -torch.inf, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_high", torch.full((obs_dim,), torch.inf, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_scale", torch.ones(input_dim, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_shift", torch.zeros(input_dim, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_low", torch.full((input_dim,), -torch.inf, dtype=dtype, **kw), persistent=False)
+        self.register_buffer("mirror_high", torch.full((input_dim,), torch.inf, dtype=dtype, **kw), persistent=False)
         # the action map: SHORT <-> LONG in the direction column, every other code and column unchanged
         swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
         codes = max(table.size() for table in BRANCH_TABLES.values())
@@ -102,9 +119,10 @@ class Replay(nn.Module):
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-            dones: torch.Tensor) -> None:
+            dones: torch.Tensor, bars: torch.Tensor | None = None, next_bars: torch.Tensor | None = None) -> None:
         """Append one step of every environment: ``obs``/``next_obs`` ``[E, D]``, ``actions`` ``[E, Branch]``,
-        ``rewards``/``dones`` ``[E]``. New transitions get the largest priority seen so far."""
+        ``rewards``/``dones`` ``[E]``; with an encoder window, ``bars``/``next_bars`` ``[E]``: the bar index of
+        ``obs`` and of ``next_obs`` (ignored for W = 1). New transitions get the largest priority seen so far."""
         row = torch.remainder(self.written, self.rows).view(1)
         self.obs.index_copy_(0, row, obs.to(self.obs.dtype).unsqueeze(0))
         self.next_obs.index_copy_(0, row, next_obs.to(self.obs.dtype).unsqueeze(0))
@@ -112,6 +130,12 @@ class Replay(nn.Module):
         self.rewards.index_copy_(0, row, rewards.to(self.rewards.dtype).unsqueeze(0))
         self.dones.index_copy_(0, row, dones.to(self.dones.dtype).unsqueeze(0))
         self.priorities.index_copy_(0, row, self.max_priority.expand(1, self.n_envs))
+        if self.window > 1:
+            if bars is None or next_bars is None:
+                raise ValueError(f"this replay rebuilds encoder windows of {self.window} bars: add() needs the bar "
+                                 "index of obs and next_obs (bars=, next_bars=)")
+            self.bars.index_copy_(0, row, bars.to(torch.int64).unsqueeze(0))
+            self.next_bars.index_copy_(0, row, next_bars.to(torch.int64).unsqueeze(0))
         self.written.add_(1)
 
     @torch.no_grad()
@@ -140,17 +164,32 @@ class Replay(nn.Module):
         for buffer in (self.obs, self.next_obs, self.actions, self.rewards, self.dones, self.priorities, self.written,
                        self.step):
             buffer.zero_()
+        if self.window > 1:
+            self.bars.zero_()
+            self.next_bars.zero_()
         self.max_priority.fill_(1.0)
         self.alpha.fill_(self.config.alpha)
         self.beta.fill_(self.config.beta)
 
+    def set_features(self, features: torch.Tensor) -> None:
+        """The fold's feature matrix ``[bars, F]`` on the replay's device, which windows are gathered from (kept by
+        reference: the trainer rewrites it in place at each fold, and the replay is emptied there too)."""
+        if features.ndim != 2 or features.shape[1] != self.n_features or features.device != self.obs.device:
+            raise ValueError(f"the feature matrix must be [bars, {self.n_features}] on {self.obs.device}, got "
+                             f"{tuple(features.shape)} on {features.device}")
+        self.window_features = features
+
     @torch.no_grad()
     def set_mirror(self, scale: torch.Tensor, shift: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
-        """The fold's observation mirror, per column ``[D]``; from here on sampling mirrors when ``mirror`` is on."""
+        """The fold's observation mirror, per column ``[D]``; from here on sampling mirrors when ``mirror`` is on.
+        With an encoder window, each earlier feature row of the window is mirrored like the observation's own."""
         self.mirroring = self.config.mirror
+        history = self.window - 1
         for buffer, value in ((self.mirror_scale, scale), (self.mirror_shift, shift), (self.mirror_low, low),
                               (self.mirror_high, high)):
-            buffer.copy_(torch.as_tensor(value, dtype=buffer.dtype))
+            value = torch.as_tensor(value, dtype=buffer.dtype)
+            value = torch.cat([value[:self.n_features].repeat(history), value]) if history else value
+            buffer.copy_(value)
 
     def _mirrored(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Odd positions of the batch replaced by their mirror: observations mapped, SHORT and LONG swapped."""
@@ -234,6 +273,11 @@ class Replay(nn.Module):
         terminal = self.dones[last, env]
         discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
         obs, actions, next_obs = self.obs[row, env], self.actions[row, env], self.next_obs[last, env]
+        if self.window > 1:  # fixed for the run: the encoder inputs, gathered from the fold's feature matrix
+            if self.window_features is None:
+                raise ValueError("this replay rebuilds encoder windows but has no feature matrix: call set_features")
+            obs = window_input(obs, self.bars[row, env], self.window_features, self.window)
+            next_obs = window_input(next_obs, self.next_bars[last, env], self.window_features, self.window)
         if self.mirroring:  # fixed from the first fold on: no data-dependent branch
             obs, actions, next_obs = self._mirrored(obs, actions, next_obs)
         return Batch(

@@ -37,6 +37,7 @@ from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.run_kernel import env_step_kernel
+from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
@@ -169,7 +170,9 @@ class Trainer:
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
+            encoders=self.host.encoders(config), n_features=self.env.n_features,
         )
+        self.learner.use_features(self.env.features)  # rewritten in place per fold: windows gather from it
         self.learner.attach_state(self.registries.state)
         attach_monitors(self.registries.state, self.monitors)
         self.registries.state.attach_factories()
@@ -182,6 +185,8 @@ class Trainer:
             )
         self.explorer = BranchExplorer(config.env.n_envs, seed, self.device)
         self.prev_obs = torch.zeros_like(self.env.obs)
+        self.windowed = self.learner.window > 1  # an encoder window: acting and the replay need bar indices
+        self.prev_bars = torch.zeros(config.env.n_envs, dtype=torch.int64, device=self.device)
         self.branch_sizes = branch_sizes()
         sizes = self.branch_sizes
         self.action_offsets = torch.tensor(np.cumsum([0, *sizes[:-1]]), dtype=torch.int64, device=self.device)
@@ -446,7 +451,8 @@ class Trainer:
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         """Greedy values from the online network, then this run's exploration: actions ``[envs, Branch]``."""
         train = self.config.train
-        q = self.learner.act_values(obs)
+        bars = self.env.state[:, PS.BAR] if self.windowed else None  # the bar each observation shows
+        q = self.learner.act_values(obs, bars)
         per_branch = [q[:, b, :size] for b, size in enumerate(self.branch_sizes)]
         if train.exploration == "boltzmann":
             actions = self.explorer.boltzmann(per_branch, train.temperature)
@@ -454,10 +460,13 @@ class Trainer:
             actions = self.explorer.epsilon_greedy(per_branch, self.epsilon)
         self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
+        if self.windowed:
+            self.prev_bars.copy_(bars)
         return actions
 
     def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
-        self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
+        next_bars = self.env.state[:, PS.BAR] if self.windowed else None
+        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, self.prev_bars, next_bars)
         self.step_counter.add_(1)
 
     def _update(self) -> None:

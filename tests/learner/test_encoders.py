@@ -1,0 +1,261 @@
+"""Encoders: the window gathered by bar index, its causality, the replay's windows, the mlp path bit for bit,
+and the attention encoder in a real run through its checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+from trainer_testkit import TINY, TINY_DATA, invoke, train_args
+
+import foxhunt.learner.declarations as declarations
+from foxhunt.actions import Branch, branch_sizes
+from foxhunt.audit import parse_rows
+from foxhunt.backtester import backtest_checkpoint, load_policy
+from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.learner import MLP_ENCODER, Learner, Replay, ReplayConfig, select_encoder, window_input
+from foxhunt.learner.encoders import window_indices
+from foxhunt.plugin_host import ENTRY_POINT_GROUP
+from foxhunt_plugins.encoders import attention
+
+PORTFOLIO = 3  # a portfolio width for the unit tests (the environment's is PortfolioObs.size())
+
+
+def observations(features: torch.Tensor, bars: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """What the environment writes: the features of each bar, then portfolio fields."""
+    return torch.cat([features[bars], torch.randn(bars.shape[0], PORTFOLIO, generator=generator)], dim=1)
+
+
+def test_window_rows_are_the_bars_before_oldest_first_and_the_first_bar_repeats() -> None:
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(10, 2, generator=g)
+    bars = torch.tensor([5, 1])
+    obs = observations(features, bars, g)
+    x = window_input(obs, bars, features, 3)
+    assert x.shape == (2, 3 * 2 + PORTFOLIO)
+    assert torch.equal(x[0, :6], torch.cat([features[3], features[4], features[5]]))
+    assert torch.equal(x[1, :6], torch.cat([features[0], features[0], features[1]]))  # bar -1 padded by bar 0
+    assert torch.equal(x[:, 6:], obs[:, 2:])  # the portfolio at t, last
+    assert window_indices(torch.tensor([0.0, 7.0]), 3).tolist() == [[0, 0, 0], [5, 6, 7]]  # PS.BAR is a float
+
+
+def test_a_one_bar_window_is_the_observation_itself() -> None:
+    obs = torch.randn(4, 5)
+    assert window_input(obs, torch.zeros(4), torch.randn(8, 2), 1) is obs
+
+
+@settings(deadline=None)
+@given(n_bars=st.integers(2, 12), window=st.integers(2, 5), data=st.data())
+def test_changing_bars_after_t_never_changes_the_encoder_input_at_t(n_bars: int, window: int, data) -> None:
+    """The causality property, through the gather and through the attention encoder's output."""
+    seed = data.draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    t = data.draw(st.integers(0, n_bars - 2))
+    features = torch.randn(n_bars, 3, generator=g, dtype=torch.float64)
+    changed = features.clone()
+    changed[t + 1:] = torch.randn(n_bars - t - 1, 3, generator=g, dtype=torch.float64) * 10
+    bars = torch.tensor([t])
+    portfolio = torch.randn(1, PORTFOLIO, generator=g, dtype=torch.float64)
+    before = window_input(torch.cat([features[bars], portfolio], 1), bars, features, window)
+    after = window_input(torch.cat([changed[bars], portfolio], 1), bars, changed, window)
+    assert torch.equal(before, after)
+    torch.manual_seed(seed)
+    encoder = attention.build(3, PORTFOLIO, attention.AttentionSettings(window=window, width=4, heads=2)).double()
+    assert torch.equal(encoder(before), encoder(after))
+    # and a bar at or before t does change it: the window is not blind
+    earlier = features.clone()
+    earlier[t] += 1.0
+    moved = window_input(torch.cat([earlier[bars], portfolio], 1), bars, earlier, window)
+    assert not torch.equal(moved, before)
+
+
+def test_an_unknown_encoder_is_refused_naming_the_available_ones() -> None:
+    with pytest.raises(ConfigError, match=r"learner.encoder: 'scan' is not an encoder .*available: mlp"):
+        select_encoder([MLP_ENCODER], "scan")
+
+
+def test_the_core_ships_the_audit_row_of_its_encoder_as_the_repository_lists_it() -> None:
+    [shipped] = [row for row in parse_rows(declarations.FOXHUNT_AUDIT, "module") if row.name == "mlp"]
+    table = Path(__file__).resolve().parents[2] / "docs" / "audits" / "components.md"
+    [listed] = [row for row in parse_rows(table.read_text(encoding="utf-8"), "docs") if row.name == "mlp"]
+    assert (shipped.kind, shipped.plugin, shipped.status, shipped.tests) == (
+        listed.kind, listed.plugin, listed.status, listed.tests)
+    assert declarations.foxhunt_encoders() == [MLP_ENCODER]
+
+
+def windowed_replay(window: int, mirror: bool = False) -> tuple[Replay, torch.Tensor, list[tuple[torch.Tensor, ...]]]:
+    """A replay of 2 environments with a window, filled with 12 steps over a 30-bar feature matrix."""
+    n_features, n_envs = 2, 2
+    replay = Replay(ReplayConfig(capacity=40, mirror=mirror, mirror_fraction=0.5), n_features + PORTFOLIO, n_envs, 2, "cpu",
+                    torch.Generator().manual_seed(3), window=window, n_features=n_features)
+    g = torch.Generator().manual_seed(5)
+    features = torch.randn(30, n_features, generator=g)
+    replay.set_features(features)
+    steps = []
+    bars = torch.tensor([0, 9])
+    for _ in range(12):
+        obs, next_obs = observations(features, bars, g), observations(features, bars + 1, g)
+        actions = torch.stack([torch.randint(0, size, (n_envs,), generator=g) for size in branch_sizes()], dim=1)
+        rewards, dones = torch.randn(n_envs, generator=g), torch.zeros(n_envs)
+        replay.add(obs, actions, rewards, next_obs, dones, bars, bars + 1)
+        steps.append((obs, bars.clone(), next_obs, bars + 1))
+        bars = bars + 1
+    return replay, features, steps
+
+
+def test_the_replay_rebuilds_each_window_from_the_stored_bar_index() -> None:
+    replay, features, steps = windowed_replay(4)
+    batch = replay.sample_at(torch.rand(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+                             torch.full((len(Branch),), 0.9))
+    row, env = torch.div(batch.indices, 2, rounding_mode="floor"), torch.remainder(batch.indices, 2)
+    for k in range(8):
+        obs, bars, _, _ = steps[int(row[k])]
+        e = int(env[k])
+        expected = window_input(obs[e:e + 1], bars[e:e + 1], features, 4)
+        assert torch.equal(batch.obs[k:k + 1], expected)
+    assert batch.obs.shape == (8, 4 * 2 + PORTFOLIO) and batch.next_obs.shape == batch.obs.shape
+    assert {"bars", "next_bars"} <= set(replay.state_dict())
+    replay.reset()
+    assert not replay.bars.any() and not replay.next_bars.any()
+
+
+def test_a_one_bar_replay_keeps_its_state_as_before_encoders() -> None:
+    replay = Replay(ReplayConfig(capacity=40), 5, 2, 2, "cpu", torch.Generator())
+    assert not {"bars", "next_bars"} & set(replay.state_dict())
+
+
+def test_the_mirror_covers_every_row_of_the_window() -> None:
+    plain, _, _ = windowed_replay(3)
+    mirroring, _, _ = windowed_replay(3, mirror=True)
+    width = 2 + PORTFOLIO
+    scale, shift = torch.tensor([-1.0, 1.0, -1.0, 1.0, 1.0]), torch.tensor([0.5, 0.0, 0.0, 0.0, 0.0])
+    low, high = torch.full((width,), -torch.inf), torch.full((width,), torch.inf)
+    for replay in (plain, mirroring):
+        replay.set_mirror(scale, shift, low, high)
+    uniforms = torch.rand(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    gamma = torch.full((len(Branch),), 0.9)
+    original, mirror = plain.sample_at(uniforms, gamma), mirroring.sample_at(uniforms, gamma)
+    full_scale = torch.cat([scale[:2], scale[:2], scale])
+    full_shift = torch.cat([shift[:2], shift[:2], shift])
+    odd = torch.arange(1, 8, 2)
+    torch.testing.assert_close(mirror.obs[odd], original.obs[odd] * full_scale + full_shift)
+    torch.testing.assert_close(mirror.obs[odd - 1], original.obs[odd - 1])
+
+
+def small_learner(kit, encoders, **changes) -> Learner:
+    host, registries = kit.frozen_host(extra=[(attention, attention.NAME)],
+                                       settings={"attention": {"window": 3, "width": 8, "heads": 2}})
+    config = kit.small_config(**changes)
+    from foxhunt.isv import ISV
+
+    isv = ISV(registries.layout, "cpu")
+    return Learner(config, registries.layout, isv, host.loss_components(config), kit.obs_dim, "cpu", 0,
+                   n_envs=kit.n_envs, encoders=host.encoders(config) if encoders is None else encoders, n_features=2)
+
+
+def test_a_learner_with_the_attention_encoder_acts_and_updates_on_windows(kit) -> None:
+    learner = small_learner(kit, None, encoder="attention")
+    assert learner.window == 3 and learner.input_dim == 3 * 2 + (kit.obs_dim - 2)
+    features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
+    learner.use_features(features)
+    g = torch.Generator().manual_seed(4)
+    for step in range(20):
+        bars = torch.tensor([step, step + 5, step + 10])
+        obs = torch.cat([features[bars], torch.randn(3, kit.obs_dim - 2, generator=g)], 1)
+        next_obs = torch.cat([features[bars + 1], torch.randn(3, kit.obs_dim - 2, generator=g)], 1)
+        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in branch_sizes()], dim=1)
+        learner.replay.add(obs, actions, torch.randn(3, generator=g), next_obs, torch.zeros(3), bars, bars + 1)
+    q = learner.act_values(obs, bars)
+    assert q.shape == (3, len(Branch), max(branch_sizes()))
+    before = [p.detach().clone() for p in learner.network.encoder.parameters()]
+    for _ in range(3):
+        learner.step(16)
+    assert all(torch.isfinite(v) for v in learner.loss_values)
+    assert any(not torch.equal(b, p) for b, p in zip(before, learner.network.encoder.parameters(), strict=True))
+    with pytest.raises(ValueError, match="bar index"):
+        learner.act_values(obs)
+
+
+def test_the_default_learner_builds_todays_network(kit) -> None:
+    """mlp adds no parameter, buffer or RNG draw: the same seed gives the same network as before encoders."""
+    learner = small_learner(kit, None)
+    assert learner.window == 1 and learner.input_dim == kit.obs_dim
+    assert not any(name.startswith("encoder.") for name in learner.network.state_dict())
+    assert learner.network.trunk[0].in_features == kit.obs_dim
+
+
+# A tiny `foxhunt train` (TINY, one fold of one epoch) on the code before encoders existed (commit 857d013), one
+# intra-op thread, torch 2.13 on an x86-64 CPU: the SHA-256 of its fold checkpoint's tensors (sorted names, then
+# raw bytes). The default run must give exactly these tensors.
+PINNED_DEFAULT_TENSORS = "b895e08fe52c9b5182f03db041fc99c84b6cea69fffe65a4d23aacb79d089c5a"
+ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
+
+
+def tensor_digest(path: Path) -> str:
+    tensors = load_file(str(path / "checkpoints/fold_0/tensors.safetensors"))
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode())
+        digest.update(tensors[name].contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def test_the_default_run_is_bit_identical_to_before_encoders(tmp_path: Path) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the pinned digest was recorded: a matmul's sums are split by thread
+    try:
+        result = invoke(*train_args(tmp_path / "run", ONE_EPOCH))
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert tensor_digest(tmp_path / "run") == PINNED_DEFAULT_TENSORS
+
+
+@pytest.fixture
+def attention_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attention plugin discoverable through the entry-point group, as an installed foxhunt lists it."""
+    real = importlib.metadata.entry_points
+    point = importlib.metadata.EntryPoint(attention.NAME, "foxhunt_plugins.encoders.attention", ENTRY_POINT_GROUP)
+
+    def entry_points(**selection):
+        found = real(**selection)
+        if selection.get("group") == ENTRY_POINT_GROUP and all(ep.name != attention.NAME for ep in found):
+            return [*found, point]
+        return found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+ATTENTION_RUN = (*ONE_EPOCH, 'learner.encoder="attention"', "plugins.attention.window=4",
+                 "plugins.attention.width=8")
+
+
+def test_a_run_with_the_attention_encoder_trains_saves_and_backtests_through_it(attention_installed,
+                                                                               tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke(*train_args(out, ATTENTION_RUN))
+    assert result.exit_code == 0, result.output + result.stderr
+    checkpoint = out / "checkpoints/fold_0"
+    loaded = load_policy(checkpoint)
+    try:
+        assert loaded.policy.encoder.name == "attention" and loaded.policy.window == 4
+        assert loaded.policy.metadata["encoder"] == {"name": "attention", "window": 4}
+        assert any(name.startswith("encoder.") for name in loaded.policy.network.state_dict())
+    finally:
+        loaded.host.close()
+    outcome = backtest_checkpoint(checkpoint)  # acts through the window, on the recomputed features
+    assert set(outcome.metrics) == {"agent", "buy_and_hold", "flat"}
+    with pytest.raises(CheckpointError, match=r"encoder 'attention' over 4 bars.*gives 8"):
+        load_policy(checkpoint, plugins={"attention": {"window": 8}})
+
+
+def test_an_unknown_encoder_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    result = invoke(*train_args(tmp_path / "run", (*ONE_EPOCH, 'learner.encoder="scan"')))
+    assert result.exit_code != 0
+    assert "learner.encoder: 'scan' is not an encoder" in result.output + result.stderr
