@@ -112,8 +112,8 @@ class LearnerConfig:
     # combiners", says why and gives the command).
     combiner: str = attrs.field(default="budgeted_sum", validator=attrs.validators.min_len(1))
     # What turns the last W bars into the trunk's input: an encoder some loaded plugin provides (the core's
-    # "mlp", one bar, and the built-in "attention"); checked when the plugins are frozen. mlp stays the default
-    # until the encoder ablation shows another learns better (docs/learner.md, "Encoders").
+    # "mlp", one bar, and the built-in "attention" and "scan"); checked when the plugins are frozen. mlp stays
+    # the default until the encoder ablation shows another learns better (docs/learner.md, "Encoders").
     encoder: str = attrs.field(default="mlp", validator=attrs.validators.min_len(1))
     # optimisation
     # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)

@@ -22,7 +22,7 @@ backtest alike (the backtest environment reads the same matrix by the same index
 
 ``mlp`` is the core's own encoder and the default: W = 1 and the identity, so the trunk is today's MLP over
 one bar, bit for bit. It lives here, not in a plugin, for the reason ``budgeted_sum`` does: a run with every
-plugin disabled still needs one. The others are plugins (the built-in ``attention``), selected by
+plugin disabled still needs one. The others are plugins (the built-in ``attention`` and ``scan``), selected by
 ``[learner] encoder`` and checked when the run's plugins are frozen (:func:`select_encoder`).
 """
 

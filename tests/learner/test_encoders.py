@@ -22,7 +22,7 @@ from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.learner import MLP_ENCODER, Learner, Replay, ReplayConfig, select_encoder, window_input
 from foxhunt.learner.encoders import window_indices
 from foxhunt.plugin_host import ENTRY_POINT_GROUP
-from foxhunt_plugins.encoders import attention
+from foxhunt_plugins.encoders import attention, scan
 
 PORTFOLIO = 3  # a portfolio width for the unit tests (the environment's is PortfolioObs.size())
 
@@ -68,6 +68,8 @@ def test_changing_bars_after_t_never_changes_the_encoder_input_at_t(n_bars: int,
     torch.manual_seed(seed)
     encoder = attention.build(3, PORTFOLIO, attention.AttentionSettings(window=window, width=4, heads=2)).double()
     assert torch.equal(encoder(before), encoder(after))
+    encoder = scan.build(3, PORTFOLIO, scan.ScanSettings(window=window, width=4, state=2, heads=2)).double()
+    assert torch.equal(encoder(before), encoder(after))
     # and a bar at or before t does change it: the window is not blind
     earlier = features.clone()
     earlier[t] += 1.0
@@ -76,8 +78,8 @@ def test_changing_bars_after_t_never_changes_the_encoder_input_at_t(n_bars: int,
 
 
 def test_an_unknown_encoder_is_refused_naming_the_available_ones() -> None:
-    with pytest.raises(ConfigError, match=r"learner.encoder: 'scan' is not an encoder .*available: mlp"):
-        select_encoder([MLP_ENCODER], "scan")
+    with pytest.raises(ConfigError, match=r"learner.encoder: 'lstm' is not an encoder .*available: mlp"):
+        select_encoder([MLP_ENCODER], "lstm")
 
 
 def test_the_core_ships_the_audit_row_of_its_encoder_as_the_repository_lists_it() -> None:
@@ -92,8 +94,9 @@ def test_the_core_ships_the_audit_row_of_its_encoder_as_the_repository_lists_it(
 def windowed_replay(window: int, mirror: bool = False) -> tuple[Replay, torch.Tensor, list[tuple[torch.Tensor, ...]]]:
     """A replay of 2 environments with a window, filled with 12 steps over a 30-bar feature matrix."""
     n_features, n_envs = 2, 2
-    replay = Replay(ReplayConfig(capacity=40, mirror=mirror, mirror_fraction=0.5), n_features + PORTFOLIO, n_envs, 2, "cpu",
-                    torch.Generator().manual_seed(3), window=window, n_features=n_features)
+    config = ReplayConfig(capacity=40, mirror=mirror, mirror_fraction=0.5)
+    replay = Replay(config, n_features + PORTFOLIO, n_envs, 2, "cpu", torch.Generator().manual_seed(3),
+                    window=window, n_features=n_features)
     g = torch.Generator().manual_seed(5)
     features = torch.randn(30, n_features, generator=g)
     replay.set_features(features)
@@ -149,8 +152,9 @@ def test_the_mirror_covers_every_row_of_the_window() -> None:
 
 
 def small_learner(kit, encoders, **changes) -> Learner:
-    host, registries = kit.frozen_host(extra=[(attention, attention.NAME)],
-                                       settings={"attention": {"window": 3, "width": 8, "heads": 2}})
+    host, registries = kit.frozen_host(extra=[(attention, attention.NAME), (scan, scan.NAME)],
+                                       settings={"attention": {"window": 3, "width": 8, "heads": 2},
+                                                 "scan": {"window": 3, "width": 8, "state": 4, "heads": 2}})
     config = kit.small_config(**changes)
     from foxhunt.isv import ISV
 
@@ -159,8 +163,9 @@ def small_learner(kit, encoders, **changes) -> Learner:
                    n_envs=kit.n_envs, encoders=host.encoders(config) if encoders is None else encoders, n_features=2)
 
 
-def test_a_learner_with_the_attention_encoder_acts_and_updates_on_windows(kit) -> None:
-    learner = small_learner(kit, None, encoder="attention")
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_a_learner_with_a_window_encoder_acts_and_updates_on_windows(kit, encoder: str) -> None:
+    learner = small_learner(kit, None, encoder=encoder)
     assert learner.window == 3 and learner.input_dim == 3 * 2 + (kit.obs_dim - 2)
     features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
     learner.use_features(features)
@@ -218,44 +223,45 @@ def test_the_default_run_is_bit_identical_to_before_encoders(tmp_path: Path) -> 
 
 
 @pytest.fixture
-def attention_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The attention plugin discoverable through the entry-point group, as an installed foxhunt lists it."""
+def window_encoders_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder plugins discoverable through the entry-point group, as an installed foxhunt lists them."""
     real = importlib.metadata.entry_points
-    point = importlib.metadata.EntryPoint(attention.NAME, "foxhunt_plugins.encoders.attention", ENTRY_POINT_GROUP)
+    points = [importlib.metadata.EntryPoint(module.NAME, module.__name__, ENTRY_POINT_GROUP)
+              for module in (attention, scan)]
 
     def entry_points(**selection):
         found = real(**selection)
-        if selection.get("group") == ENTRY_POINT_GROUP and all(ep.name != attention.NAME for ep in found):
-            return [*found, point]
-        return found
+        if selection.get("group") != ENTRY_POINT_GROUP:
+            return found
+        names = {ep.name for ep in found}
+        return [*found, *(point for point in points if point.name not in names)]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
 
 
-ATTENTION_RUN = (*ONE_EPOCH, 'learner.encoder="attention"', "plugins.attention.window=4",
-                 "plugins.attention.width=8")
-
-
-def test_a_run_with_the_attention_encoder_trains_saves_and_backtests_through_it(attention_installed,
-                                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_a_run_with_a_window_encoder_trains_saves_and_backtests_through_it(window_encoders_installed, encoder: str,
+                                                                          tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = invoke(*train_args(out, ATTENTION_RUN))
+    overrides = (*ONE_EPOCH, f'learner.encoder="{encoder}"', f"plugins.{encoder}.window=4",
+                 f"plugins.{encoder}.width=8")
+    result = invoke(*train_args(out, overrides))
     assert result.exit_code == 0, result.output + result.stderr
     checkpoint = out / "checkpoints/fold_0"
     loaded = load_policy(checkpoint)
     try:
-        assert loaded.policy.encoder.name == "attention" and loaded.policy.window == 4
-        assert loaded.policy.metadata["encoder"] == {"name": "attention", "window": 4}
+        assert loaded.policy.encoder.name == encoder and loaded.policy.window == 4
+        assert loaded.policy.metadata["encoder"] == {"name": encoder, "window": 4}
         assert any(name.startswith("encoder.") for name in loaded.policy.network.state_dict())
     finally:
         loaded.host.close()
     outcome = backtest_checkpoint(checkpoint)  # acts through the window, on the recomputed features
     assert set(outcome.metrics) == {"agent", "buy_and_hold", "flat"}
-    with pytest.raises(CheckpointError, match=r"encoder 'attention' over 4 bars.*gives 8"):
-        load_policy(checkpoint, plugins={"attention": {"window": 8}})
+    with pytest.raises(CheckpointError, match=rf"encoder '{encoder}' over 4 bars.*gives 8"):
+        load_policy(checkpoint, plugins={encoder: {"window": 8}})
 
 
 def test_an_unknown_encoder_stops_the_run_before_it_starts(tmp_path: Path) -> None:
-    result = invoke(*train_args(tmp_path / "run", (*ONE_EPOCH, 'learner.encoder="scan"')))
+    result = invoke(*train_args(tmp_path / "run", (*ONE_EPOCH, 'learner.encoder="lstm"')))
     assert result.exit_code != 0
-    assert "learner.encoder: 'scan' is not an encoder" in result.output + result.stderr
+    assert "learner.encoder: 'lstm' is not an encoder" in result.output + result.stderr
