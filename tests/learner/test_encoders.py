@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,12 @@ import foxhunt.learner.declarations as declarations
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.audit import parse_rows
 from foxhunt.backtester import backtest_checkpoint, load_policy
+from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.learner import MLP_ENCODER, Learner, Replay, ReplayConfig, select_encoder, window_input
 from foxhunt.learner.encoders import window_indices
 from foxhunt.plugin_host import ENTRY_POINT_GROUP
+from foxhunt.policy_export import export_policy
 from foxhunt_plugins.encoders import attention, scan
 
 PORTFOLIO = 3  # a portfolio width for the unit tests (the environment's is PortfolioObs.size())
@@ -259,6 +262,31 @@ def test_a_run_with_a_window_encoder_trains_saves_and_backtests_through_it(windo
     assert set(outcome.metrics) == {"agent", "buy_and_hold", "flat"}
     with pytest.raises(CheckpointError, match=rf"encoder '{encoder}' over 4 bars.*gives 8"):
         load_policy(checkpoint, plugins={encoder: {"window": 8}})
+    assert_exports_act_through_the_window(checkpoint, tmp_path)
+
+
+def assert_exports_act_through_the_window(checkpoint: Path, tmp_path: Path) -> None:
+    """TorchScript exports take the encoder input (or raw window rows) and act as the loaded policy does."""
+    loaded = load_policy(checkpoint)
+    loaded.host.close()
+    policy = loaded.policy
+    g = torch.Generator().manual_seed(0)
+    n_features, batch = policy.n_features, 5  # not the traced example's batch
+    policy.use_features(torch.randn(50, n_features, generator=g))
+    bars = torch.randint(0, 50, (batch,), generator=g)
+    portfolio = torch.randn(batch, PortfolioObs.size(), generator=g)
+    obs = torch.cat([policy.feature_matrix[bars], portfolio], 1)
+    model_path, sidecar = export_policy(checkpoint, "torchscript", tmp_path / "model.pt")
+    model = torch.jit.load(str(model_path))
+    actions, _ = model(policy.encoder_input(obs, bars))
+    assert torch.equal(actions, policy.greedy_actions(obs, bars))
+    assert json.loads(sidecar.read_text())["encoder"]["window"] == policy.window
+    raw_path, _ = export_policy(checkpoint, "torchscript", tmp_path / "raw.pt", inputs="raw")
+    raw = torch.randn(batch, policy.window, n_features, generator=g, dtype=torch.float64)
+    rows = torch.from_numpy(policy.normalizer.apply(raw.reshape(-1, n_features).numpy())).reshape(batch, -1)
+    raw_actions, _ = torch.jit.load(str(raw_path))(raw.to(torch.float32), portfolio)
+    observed, _ = model(torch.cat([rows.to(torch.float32), portfolio], 1))
+    assert torch.equal(raw_actions, observed)
 
 
 def test_an_unknown_encoder_stops_the_run_before_it_starts(tmp_path: Path) -> None:
