@@ -166,19 +166,26 @@ def small_learner(kit, encoders, **changes) -> Learner:
                    n_envs=kit.n_envs, encoders=host.encoders(config) if encoders is None else encoders, n_features=2)
 
 
+def fill_windowed(learner: Learner, features: torch.Tensor, steps: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` transitions of 3 environments over ``features`` (2 columns); the last observations and bars."""
+    g = torch.Generator().manual_seed(4)
+    portfolio = learner.obs_dim - 2
+    for step in range(steps):
+        bars = torch.tensor([step, step + 5, step + 10])
+        obs = torch.cat([features[bars], torch.randn(3, portfolio, generator=g)], 1)
+        next_obs = torch.cat([features[bars + 1], torch.randn(3, portfolio, generator=g)], 1)
+        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in branch_sizes()], dim=1)
+        learner.replay.add(obs, actions, torch.randn(3, generator=g), next_obs, torch.zeros(3), bars, bars + 1)
+    return obs, bars
+
+
 @pytest.mark.parametrize("encoder", ["attention", "scan"])
 def test_a_learner_with_a_window_encoder_acts_and_updates_on_windows(kit, encoder: str) -> None:
     learner = small_learner(kit, None, encoder=encoder)
     assert learner.window == 3 and learner.input_dim == 3 * 2 + (kit.obs_dim - 2)
     features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
     learner.use_features(features)
-    g = torch.Generator().manual_seed(4)
-    for step in range(20):
-        bars = torch.tensor([step, step + 5, step + 10])
-        obs = torch.cat([features[bars], torch.randn(3, kit.obs_dim - 2, generator=g)], 1)
-        next_obs = torch.cat([features[bars + 1], torch.randn(3, kit.obs_dim - 2, generator=g)], 1)
-        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in branch_sizes()], dim=1)
-        learner.replay.add(obs, actions, torch.randn(3, generator=g), next_obs, torch.zeros(3), bars, bars + 1)
+    obs, bars = fill_windowed(learner, features)
     q = learner.act_values(obs, bars)
     assert q.shape == (3, len(Branch), max(branch_sizes()))
     before = [p.detach().clone() for p in learner.network.encoder.parameters()]
@@ -188,6 +195,26 @@ def test_a_learner_with_a_window_encoder_acts_and_updates_on_windows(kit, encode
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.network.encoder.parameters(), strict=True))
     with pytest.raises(ValueError, match="bar index"):
         learner.act_values(obs)
+
+
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_the_compiled_update_with_a_window_encoder_matches_the_eager_one(kit, encoder: str) -> None:
+    """``[learner] compile = true`` traces the window gather and the encoder inside the update's graphs."""
+    torch._dynamo.reset()
+    features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
+    runs = []
+    for compiled in (False, True):
+        learner = small_learner(kit, None, encoder=encoder, compile=compiled)
+        learner.use_features(features)
+        fill_windowed(learner, features)
+        for _ in range(2):
+            learner.step(16)
+        runs.append(learner)
+    torch._dynamo.reset()
+    eager, compiled = runs
+    for a, b in zip(eager.params, compiled.params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(eager.loss_values, compiled.loss_values, rtol=1e-4, atol=1e-6)
 
 
 def test_the_default_learner_builds_todays_network(kit) -> None:
