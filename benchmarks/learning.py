@@ -5,6 +5,7 @@
     python benchmarks/learning.py --quick                  # smoke run: 2 seeds, 1 fold, 1 short epoch
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
+    python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -59,6 +60,15 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "mlp (default)": [],
         "attention": ['learner.encoder="attention"'],
         "scan": ['learner.encoder="scan"'],
+    },
+    "recovery": {  # docs/learner.md, "Plateau recovery" (not run yet)
+        "off (default)": [],
+        "on": ["train.recovery.enabled=true"],
+    },
+    "augment": {  # docs/learner.md, "Replay augmentations"
+        "none": ["plugins.mirror.enabled=false"],
+        "mirror (default)": [],
+        "mirror+hindsight": ["plugins.hindsight.enabled=true"],
     },
 }
 

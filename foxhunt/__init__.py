@@ -25,13 +25,16 @@ from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugin_host import PluginHost, PluginSelection
-from foxhunt.records import Combination, Encoder, GradientCombiner, Kernel, KernelPoint, LossComponent
+from foxhunt.records import (AugmentationFold, AugmentationInputs, Combination, Encoder, GradientCombiner, Kernel,
+                             KernelPoint, LossComponent, ReplayAugmentation)
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
 __all__ = [
     "__version__",
     "AdaptiveMonitor",
+    "AugmentationFold",
+    "AugmentationInputs",
     "Branch",
     "Combination",
     "DiagSnapshot",
@@ -49,6 +52,7 @@ __all__ = [
     "PluginHost",
     "PluginSelection",
     "ReadOnlyISV",
+    "ReplayAugmentation",
     "Registrar",
     "ResetCategory",
     "SignalSnapshot",

@@ -23,7 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from foxhunt.monitors import AdaptiveMonitor
-    from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent
+    from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
     from foxhunt.registrar import Registrar
 
 __all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
@@ -116,4 +116,18 @@ def foxhunt_encoders(config: Any, settings: Any) -> list[Encoder]:
     ``mlp``, the one-bar default); two encoders with the same name stop the run. The learner uses the one
     ``[learner] encoder`` names; a name no loaded plugin provides is refused before the run starts, listing
     the available ones.
+    """
+
+
+@hookspec
+def foxhunt_replay_augmentations(config: Any, settings: Any) -> list[ReplayAugmentation]:
+    """Return the replay augmentations this plugin applies to sampled batches.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
+    :return: a list of :class:`foxhunt.records.ReplayAugmentation` (empty when the plugin is switched off).
+
+    Called once after freeze. Results from every plugin are concatenated; two augmentations with the same
+    name stop the run. The replay applies every one returned to each sampled batch, in the order of their
+    names, once the trainer has given it the fold (``Replay.set_fold``).
     """

@@ -123,6 +123,10 @@ MOVED_KEYS: tuple[MovedKey, ...] = (
     MovedKey("learner.cql_alpha", "plugins.static.cql_alpha",
              "the static plugin owns the cql.alpha ISV slot the cql loss reads; it was also the key that won "
              "when both were set"),
+    MovedKey("learner.replay.mirror", "plugins.mirror.enabled",
+             "the counterfactual mirror is a replay-augmentation plugin, mirror, that owns its switch"),
+    MovedKey("learner.replay.mirror_fraction", "plugins.mirror.fraction",
+             "the mirror replay-augmentation plugin owns the share of each batch it mirrors"),
     MovedKey("adaptive", "plugins", "each adaptive plugin owns its settings: [adaptive.NAME] is now [plugins.NAME]"),
     MovedKey("plugins.enable", "plugins.only",
              "`enable` always meant 'only these plugins'; every installed plugin is loaded unless disabled, and an "

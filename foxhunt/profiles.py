@@ -3,8 +3,10 @@
 A CPU run and a GPU run want different sizes. On 2 CPU cores, 64 environments,
 batches of 128 and one update per vector step keep an epoch under a minute; on
 an H200 the same sizes leave the GPU idle behind Python launch overhead, and
-thousands of environments, batches in the thousands and several updates per
-vector step cost hardly more per step. ``[run] profile`` picks one of the
+thousands of environments and a wide collection cost hardly more per step.
+The GPU profile's learner budget (batch 1 024, 250 updates per epoch) is set
+by what the agent learns, not by what the GPU could do: more updates over the
+same training window learned worse (docs/learner.md). ``[run] profile`` picks one of the
 tables below: ``"auto"`` (the default) takes ``"gpu"`` when the run's device
 is CUDA (``run.device = "cuda"``, or ``"auto"`` on a machine where torch sees
 a GPU) and ``"cpu"`` otherwise.
@@ -29,11 +31,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     "cpu": {},
     "gpu": {
         "env.n_envs": 4096,
-        "learner.batch_size": 8192,
+        # Learning, not speed, sets these two: on a fold's few thousand training bars, 1 000 updates of
+        # 8 192 per epoch over-fit the window (docs/learner.md, "The GPU profile's replay budget").
+        "learner.batch_size": 1024,
         "learner.replay.capacity": 1 << 20,
         "learner.compile": True,
         "train.env_steps_per_epoch": 4096 * 250,
-        "train.updates_per_epoch": 1000,
+        "train.updates_per_epoch": 250,
         "train.warmup_env_steps": 4096 * 16,
     },
 }

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint"]
+__all__ = ["LossComponent", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint", "ReplayAugmentation",
+           "AugmentationInputs", "AugmentationFold"]
 
 
 def _dotted_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -183,3 +184,74 @@ class Kernel:
     writes: tuple[str, ...] = attrs.field(default=(), converter=_names)
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
     optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
+
+
+def _batch_share(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value <= 1.0:
+        raise ValueError(f"replay augmentation {instance.name!r}: fraction must be in (0, 1], got {value!r}")
+
+
+@attrs.frozen
+class ReplayAugmentation:
+    """A change to every sampled replay batch, returned by ``foxhunt_replay_augmentations``.
+
+    ``augment(inputs)`` is a pure torch function of an :class:`AugmentationInputs` that returns the batch
+    (a :class:`foxhunt.learner.Batch`) with the positions ``inputs.selected`` marks replaced by their
+    augmented copies. It runs inside the sampling of every learner update, which may be compiled and
+    captured in a CUDA graph: no host reads, no data-dependent Python branch, no change of shape.
+
+    ``fraction`` (in (0, 1]) is the share of each batch it replaces; the replay picks the positions, evenly
+    spread: position ``i`` of a batch of ``B`` is selected when ``i × fraction`` crosses an integer (every
+    odd position at 0.5).
+
+    ``prepare(fold)`` (optional) computes the augmentation's per-fold constants from an
+    :class:`AugmentationFold` (the fold's features and normaliser, the environment's parameters): a mapping
+    of names to arrays, kept on the replay's device with the same shapes in every fold, and handed to
+    ``augment`` as ``inputs.tensors``. A replay whose fold was never set (filled outside the trainer)
+    applies no augmentation.
+    """
+
+    name: str = attrs.field(validator=_dotted_name)
+    augment: Callable[[Any], Any] = attrs.field(validator=attrs.validators.is_callable())
+    fraction: float = attrs.field(validator=_batch_share)
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    prepare: Callable[[Any], Any] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.is_callable()))
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentationInputs:
+    """What a :class:`ReplayAugmentation`'s ``augment`` receives for one sampled batch of ``B`` transitions.
+
+    ``batch``: the sampled :class:`foxhunt.learner.Batch` (earlier augmentations already applied);
+    ``selected [B, 1]`` bool: the positions this augmentation replaces; ``rewards [B]``: each sampled
+    transition's own one-step reward (the first term of its n-step return); ``tensors``: the per-fold
+    constants its ``prepare`` returned, as device tensors. A dataclass: it is built inside the compiled
+    sampling, where dynamo traces dataclasses natively.
+    """
+
+    batch: Any
+    selected: Any
+    rewards: Any
+    tensors: dict[str, Any]
+
+
+@attrs.frozen(eq=False)
+class AugmentationFold:
+    """The fold a replay augmentation prepares for (``ReplayAugmentation.prepare``).
+
+    ``feature_names``: the observation's market feature columns, in order (the portfolio columns,
+    ``foxhunt.env.tables.PortfolioObs``, follow them); ``normalizer``: the fold's
+    :class:`foxhunt.features.Normalizer`, fitted on its training window; ``env_params``: the environment's
+    physics parameters ``[EP]`` (float64, ``foxhunt.env.tables.EP``); ``window``: the encoder's window W
+    (``[learner] encoder``; 1 for the one-bar ``mlp``). With W > 1 a sampled observation is the encoder
+    input ``[W × F + P]`` (``foxhunt.learner.encoders.window_input``): the ``F = len(feature_names)``
+    feature columns of the W - 1 earlier bars, oldest first, then the one-bar observation (its ``F``
+    features, then the ``P`` portfolio columns, which still close it). A per-column constant covers all
+    ``W × F + P`` columns.
+    """
+
+    feature_names: tuple[str, ...]
+    normalizer: Any
+    env_params: Any
+    window: int = attrs.field(default=1, validator=attrs.validators.ge(1))

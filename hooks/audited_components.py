@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 # Record classes whose ``name`` is a component name, and the kind each one is.
-RECORD_KINDS = {"LossComponent": "loss", "GradientCombiner": "combiner", "Encoder": "encoder", "Kernel": "kernel"}
+RECORD_KINDS = {"LossComponent": "loss", "GradientCombiner": "combiner", "Encoder": "encoder",
+                "ReplayAugmentation": "augmentation", "Kernel": "kernel"}
 MONITOR_BASE = "AdaptiveMonitor"
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 

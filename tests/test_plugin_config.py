@@ -226,6 +226,8 @@ def test_keys_the_core_used_to_own_are_refused_with_the_key_that_replaces_them(t
     ("learner.ensemble_diversity=0.2", "plugins.ensemble.diversity"),
     ("adaptive.static.cql_alpha=0.2", "plugins.static.cql_alpha"),
     ("learner.cql_alpha=0.2", "plugins.static.cql_alpha"),  # one key for the CQL strength, not two
+    ("learner.replay.mirror=false", "plugins.mirror.enabled"),
+    ("learner.replay.mirror_fraction=0.5", "plugins.mirror.fraction"),
 ])
 def test_every_moved_key_names_its_new_key(old: str, new: str) -> None:
     with pytest.raises(ConfigError, match=rf"{old.split('=')[0]}: this key moved to {new} "):
@@ -265,3 +267,12 @@ def test_a_config_foxhunt_saved_before_the_move_is_read_with_each_key_at_its_new
     }
     assert saved["learner"]["kappa"] == 2.0  # the record itself is left as it was
     assert migrate_saved(migrated) == migrated
+
+
+def test_a_saved_replay_mirror_is_read_as_the_mirror_plugins_settings() -> None:
+    saved = {"plugins": {"only": [], "disable": []},
+             "learner": {"replay": {"capacity": 64, "mirror": False, "mirror_fraction": 0.5}}}
+    assert migrate_saved(saved) == {
+        "plugins": {"only": [], "disable": [], "mirror": {"enabled": False, "fraction": 0.5}},
+        "learner": {"replay": {"capacity": 64}},
+    }

@@ -11,6 +11,8 @@ from foxhunt import errors
 DOCUMENTED = {
     "__version__",
     "AdaptiveMonitor",
+    "AugmentationFold",
+    "AugmentationInputs",
     "Branch",
     "Combination",
     "DiagSnapshot",
@@ -28,6 +30,7 @@ DOCUMENTED = {
     "PluginHost",
     "PluginSelection",
     "ReadOnlyISV",
+    "ReplayAugmentation",
     "SignalSnapshot",
     "Registrar",
     "ResetCategory",

@@ -145,3 +145,25 @@ def test_every_fold_captures_its_own_graphs(tmp_path_factory) -> None:
     per_fold_collect = VECTOR_STEPS - WARMUP_CALLS
     assert trainer.graphs.replays["collect"] == 2 * per_fold_collect
     assert math.isfinite(summary["overall"]["agent"]["sharpe"])
+
+
+def test_a_second_run_on_a_warm_kernel_cache_trains_on_cuda(tmp_path) -> None:
+    """Two `foxhunt train --device cuda` processes on one fresh kernel cache both finish.
+
+    The second run loads its CPU launchers from the cache instead of compiling them. Before every kernel
+    indexed with plain ints (`device_constants`), that made numba.cuda type the adaptive kernels' IntEnum
+    indices afresh and refuse them: the first run trained, every later one failed.
+    """
+    import os
+    import shutil
+    import subprocess
+
+    env = {**os.environ, "FOXHUNT_CACHE_DIR": str(tmp_path / "cache")}
+    command = [shutil.which("foxhunt") or "foxhunt", "train", "--device", "cuda", "--seed", "5"]
+    for override in [*SHORT[3:], 'data.source="synthetic:planted?bars=3000&seed=2"']:
+        command += ["--set", override]
+    for run in ("cold", "warm"):
+        done = subprocess.run([*command, "--out", str(tmp_path / run)], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"the {run}-cache run failed:\n{done.stderr[-4000:]}"
+        assert (tmp_path / run / "summary.json").is_file()

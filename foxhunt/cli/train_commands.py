@@ -75,13 +75,13 @@ def train_command(config_path, overrides, data_source, out_dir, device, seed, re
       foxhunt train --data sp500-1d-1999-2018 --seed 3
       foxhunt train --data prices.csv --set data.instrument=ES --set train.epochs=8
       foxhunt train --resume runs/20261130-081500    # after Ctrl-C
-      foxhunt train --device cuda                    # GPU-sized run: 4096 envs, batch 8192, CUDA graphs
+      foxhunt train --device cuda                    # GPU-sized run: 4096 envs, 1M transitions/epoch, CUDA graphs
 
     \b
     Sizes follow the device ([run] profile = "auto"): a CUDA run gets
-    thousands of environments, large batches and several updates per vector
-    step, compiled and replayed as CUDA graphs; a CPU run gets today's small
-    sizes. Anything you set yourself wins. Training length is counted in env
+    thousands of environments and 80x the CPU run's transitions per epoch,
+    batches of 1024, the step compiled and replayed as CUDA graphs; a CPU run
+    gets small sizes. Anything you set yourself wins. Training length is counted in env
     transitions and learner updates per epoch (train.env_steps_per_epoch,
     train.updates_per_epoch), so changing env.n_envs does not change how much
     the agent learns. See the resolved values with

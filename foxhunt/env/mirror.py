@@ -5,10 +5,12 @@ so each "odd" feature (returns, momentum, imbalances; declared per feature
 family in ``foxhunt/features/library.py``) changes sign and each "even" one
 (volatility, volume, calendar, spread) is unchanged; the position changes sign
 (``PORTFOLIO_MIRROR_PARITY``). A LONG there is a SHORT here, and the reward is
-the same: P&L and costs of a trade and of its mirror are equal. The replay turns
-half of every sampled batch into its mirror (``[learner.replay] mirror``), so
+the same: P&L and costs of a trade and of its mirror are equal. The ``mirror``
+replay-augmentation plugin (``foxhunt_plugins/augmentations/mirror.py``,
+``[plugins.mirror]``) turns a share of every sampled batch into its mirror, so
 each transition also teaches the opposite side and a drift of the training
-window cannot be learnt as a signal.
+window cannot be learnt as a signal. The map lives here, in the core, because it
+is the features' declared parity and the portfolio table's.
 
 Features are normalised per fold, ``z = (x - mean) / std``, so the mirror of an
 odd feature is ``z' = (-x - mean) / std = -z - 2 mean / std``: an affine map per

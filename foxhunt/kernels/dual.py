@@ -36,6 +36,7 @@ from numba.extending import register_jitable
 
 from foxhunt.dims import DimTable
 from foxhunt.kernels.backend import Backend, simulator_enabled
+from foxhunt.kernels.fingerprint import enums_read
 from foxhunt.kernels.launcher_cache import CachedLauncher, cpu_launcher
 
 __all__ = ["DualKernel", "device_function", "device_constants", "quiet_launch_configuration", "LOW_OCCUPANCY_WARNING",
@@ -88,6 +89,16 @@ class DualKernel:
                  max_registers: int | None = None) -> None:
         if not 32 <= threads_per_block <= 1024 or threads_per_block % 32:
             raise ValueError(f"threads_per_block must be a multiple of 32 in 32..1024, got {threads_per_block}")
+        tables = enums_read(row)
+        if tables:
+            # Refused here, on any machine: otherwise the row compiles on the CPU and fails only on a GPU.
+            suggestion = tables[0].rsplit(".", 1)[-1]
+            raise ValueError(
+                f"kernel {name!r} reads {', '.join(tables)}: an IntEnum table or member, which numba.cuda cannot "
+                f"use as an array index (the CPU target can, so the kernel would fail only on a GPU). Bind a "
+                f"plain-int copy in the kernel's module, e.g. `INDEX = device_constants({suggestion})` "
+                f"(foxhunt.kernels), and index with it (docs/kernels.md)."
+            )
         self.row = row
         self.name = name
         # CUDA launch shape (docs/kernels.md, "Launch shape"): the simulator ignores both.

@@ -24,6 +24,7 @@ A value the fingerprint cannot describe stably (an arbitrary object, whose
 
 from __future__ import annotations
 
+import dis
 import enum
 import hashlib
 import sys
@@ -34,7 +35,7 @@ from typing import Any
 import numba
 import numpy as np
 
-__all__ = ["UncacheableRow", "row_fingerprint"]
+__all__ = ["UncacheableRow", "row_fingerprint", "enums_read"]
 
 # Bumped when the fingerprint's encoding or the launcher template changes meaning.
 FINGERPRINT_FORMAT = "foxhunt-kernel-fingerprint-1"
@@ -62,6 +63,21 @@ def row_fingerprint(row: Callable[..., Any], extra: str = "") -> str:
     return digest.hexdigest()
 
 
+def enums_read(row: Callable[..., Any]) -> list[str]:
+    """The enum tables and members ``row`` or a function it reaches reads, by qualified name, in walk order.
+
+    numba.cuda cannot index an array with an ``IntEnum`` member (the CPU target can), so a row function
+    that reads one compiles for the CPU and fails for a GPU. A row whose walk stops at a value the
+    fingerprint cannot describe is reported as far as it was walked.
+    """
+    walker = _Walker()
+    try:
+        walker.function(row)
+    except UncacheableRow:
+        pass
+    return list(dict.fromkeys(walker.enums))
+
+
 def _qualified(obj: Any) -> str:
     return f"{getattr(obj, '__module__', None)}.{getattr(obj, '__qualname__', getattr(obj, '__name__', None))}"
 
@@ -83,6 +99,7 @@ class _Walker:
 
     def __init__(self) -> None:
         self.entries: list[str] = []
+        self.enums: list[str] = []
         self._seen: set[int] = set()
 
     def function(self, fn: Any) -> str:
@@ -108,10 +125,17 @@ class _Walker:
     def _globals(self, py_func: types.FunctionType) -> None:
         names = sorted({name for code in _code_objects(py_func.__code__) for name in code.co_names})
         modules: list[types.ModuleType] = []
+        # co_names mixes global names with attribute names (``PS.WINS`` puts WINS there): only a name the
+        # code loads as a global is one it reads, for the enum check.
+        loaded = {ins.argval for code in _code_objects(py_func.__code__) for ins in dis.get_instructions(code)
+                  if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
         for name in names:
             if name in py_func.__globals__:
                 value = py_func.__globals__[name]
+                enums_before = len(self.enums)
                 self.entries.append(f"global {name} {self.value(value)}")
+                if name not in loaded:
+                    del self.enums[enums_before:]
                 if isinstance(value, types.ModuleType):
                     modules.append(value)
         # ``module.attribute`` reads: the attribute's name is in co_names too. Follow
@@ -132,6 +156,7 @@ class _Walker:
     def value(self, value: Any) -> str:
         """A stable description of a value a kernel may read, following functions."""
         if isinstance(value, enum.Enum):
+            self.enums.append(f"{_qualified(type(value))}.{value.name}")
             return f"enum {_qualified(type(value))}.{value.name}={value.value!r}"
         if isinstance(value, _SCALARS):
             return f"{type(value).__name__} {value!r}"
@@ -153,6 +178,7 @@ class _Walker:
             return f"intrinsic {self.function(value._defn)}"
         if isinstance(value, type) and issubclass(value, enum.Enum):
             # ``GammaSlot.HEALTH`` compiles to the member's value: a reordered table is a new kernel.
+            self.enums.append(_qualified(value))
             members = ", ".join(f"{member.name}={member.value!r}" for member in value)
             return f"enum class {_qualified(value)} ({members})"
         if isinstance(value, types.BuiltinFunctionType) or _opaque(value):

@@ -59,11 +59,6 @@ class ReplayConfig:
     beta_final: float = attrs.field(default=1.0, validator=_unit)
     anneal_steps: int = attrs.field(default=100_000, validator=_positive)  # α and β reach their finals here
     priority_eps: float = attrs.field(default=1e-6, validator=_positive_finite)  # keeps every stored transition sampleable
-    mirror: bool = True  # sampled transitions are replaced by their counterfactual mirror (foxhunt/env/mirror.py)
-    # The share of each batch mirrored. At 0.5 a drift and its mirror are equally likely, so no drift is learnt
-    # at all, and on the bundled data the agent stopped trading; at 0.25 half the window's drift survives
-    # (docs/learner.md, "The mirror's share", has the runs).
-    mirror_fraction: float = attrs.field(default=0.25, validator=[attrs.validators.gt(0.0), attrs.validators.le(0.5)])
 
 
 REMOVED_GRAD_MODES = {

@@ -51,7 +51,7 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import Encoder, GradientCombiner, LossComponent
+from foxhunt.records import Encoder, GradientCombiner, LossComponent, ReplayAugmentation
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component"]
@@ -85,17 +85,21 @@ class Learner:
     ``combiners`` are the gradient combiners the run's plugins provide (``PluginHost.gradient_combiners``);
     ``[learner] combiner`` picks one. Left out, only the core's ``budgeted_sum`` is available. ``encoders``
     likewise (``PluginHost.encoders``, ``[learner] encoder``; left out, only the core's ``mlp``).
+    ``augmentations`` are the replay augmentations the run's plugins switch on
+    (``PluginHost.replay_augmentations``); the replay applies them once the trainer sets its fold.
 
     ``obs_dim`` is the environment's observation width, ``n_features`` market features then the portfolio's.
     An encoder with a window W > 1 needs ``n_features`` and the fold's feature matrix (:meth:`use_features`):
     the network's input, and each replay batch's ``obs``, is then the encoder input ``[B, W × F + P]``
-    (:mod:`foxhunt.learner.encoders`), and :meth:`act_values` needs each observation's bar index.
+    (:mod:`foxhunt.learner.encoders`), and :meth:`act_values` needs each observation's bar index. The replay
+    builds that input before its augmentations run.
     """
 
     def __init__(self, config: Any, layout: IsvLayout, isv: ISV, components: Sequence[LossComponent], obs_dim: int,
                  device: torch.device | str, seed: int, *, n_envs: int = 1, dtype: torch.dtype = torch.float32,
                  combiners: Sequence[GradientCombiner] = (BUDGETED_SUM,),
-                 encoders: Sequence[Encoder] = (MLP_ENCODER,), n_features: int = 0) -> None:
+                 encoders: Sequence[Encoder] = (MLP_ENCODER,), n_features: int = 0,
+                 augmentations: Sequence[ReplayAugmentation] = ()) -> None:
         self.config: LearnerConfig = learner_config_of(config)
         c = self.config
         self.device = torch.device(device)
@@ -130,7 +134,7 @@ class Learner:
         self.params = list(self.network.parameters())
         self.popart = PopArt(len(Branch), self.network.n_actions, c.popart_beta, c.popart_sigma_min, c.popart,
                              self.device, dtype)
-        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype,
+        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
                              window=self.window, n_features=n_features)
         self.schedule = LRSchedule(c, self.device)
         # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by

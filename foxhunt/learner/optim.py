@@ -53,12 +53,16 @@ class LRSchedule:
 
     Cycle ``i`` lasts ``restart_period × restart_mult**i`` updates and anneals
     from ``lr`` to ``lr_min``. ``lr`` is the tensor the optimiser reads.
+
+    ``scale`` multiplies the scheduled rate (1 unless set): the trainer's plateau recovery raises it for a few
+    epochs and puts it back (:meth:`set_scale`, outside the update; :mod:`foxhunt.trainer.recovery`).
     """
 
     def __init__(self, config: LearnerConfig, device: torch.device | str) -> None:
         self.config = config
         self.lr = torch.full((), config.lr, dtype=torch.float32, device=device)
         self.step = torch.zeros((), dtype=torch.float64, device=device)
+        self.scale = torch.ones((), dtype=torch.float32, device=device)
 
     @torch.no_grad()
     def advance(self) -> None:
@@ -76,12 +80,24 @@ class LRSchedule:
             t_cur = self.step - start
             length = period * torch.pow(mult, cycle)
         lr = c.lr_min + 0.5 * (c.lr - c.lr_min) * (1.0 + torch.cos(math.pi * t_cur / length))
-        self.lr.copy_(lr)
+        self.lr.copy_(lr * self.scale)  # scale 1: the same bits as the unscaled rate
+
+    @torch.no_grad()
+    def set_scale(self, factor: float) -> None:
+        """Multiply the scheduled rate by ``factor`` from now on, the next update included (1 puts it back). The
+        constant schedule never rewrites ``lr``, so it is set here; the cosine schedule applies ``scale`` at every
+        :meth:`advance`, and its current rate is rescaled on the device."""
+        if self.config.lr_schedule == "constant":
+            self.lr.fill_(self.config.lr * factor)
+        else:
+            self.lr.mul_(factor / self.scale)
+        self.scale.fill_(factor)
 
     @torch.no_grad()
     def reset(self) -> None:
         """Fold boundary: restart the schedule at its first cycle."""
         self.step.zero_()
+        self.scale.fill_(1.0)
         self.lr.fill_(self.config.lr)
 
 

@@ -14,33 +14,36 @@ power-of-two tree, so any capacity is exact, and it is stratified (one draw per
 never be drawn; if every filled slot has zero mass, sampling is uniform over
 the filled slots. Everything stays on the device: no ``.item()``, no host branch.
 
-With ``mirror`` on, a share ``mirror_fraction`` of a sampled batch (at the
-default 0.5 every odd position: the strata alternate, so the mirrored half is
-spread over the whole buffer) is replaced by its counterfactual mirror: observations through the per-column
-affine map set by :meth:`Replay.set_mirror` for the fold, SHORT and LONG
-swapped; rewards and discounts are those of the original (foxhunt/env/mirror.py
-says why). Its priority update goes to the original's slot. A replay whose
-map was never set (filled outside the trainer) does not mirror.
+Replay augmentations (plugin records, :mod:`foxhunt.learner.augmentation`) then replace each one's share of
+the sampled batch by augmented copies, in name order: by default the counterfactual mirror (the ``mirror``
+plugin; observations mirrored, SHORT and LONG swapped). An augmented copy's priority update goes to the
+original's slot. A replay whose fold was never set (:meth:`Replay.set_fold`; filled outside the trainer)
+applies none.
 
 With an encoder window W > 1 (``window``), each transition also stores the bar
 index of its observation and of its next observation (``bars``/``next_bars``,
 ``[rows, E]`` int64) instead of W copies of the features: sampling rebuilds
 both encoder inputs ``[B, W × F + P]`` by gathering the W - 1 earlier rows
 from the fold's feature matrix (:meth:`Replay.set_features`,
-:func:`foxhunt.learner.encoders.window_input`), before the mirror, whose map
-covers every row of the window.
+:func:`foxhunt.learner.encoders.window_input`) before any augmentation runs: an
+augmentation sees the windowed observation (its fold, ``AugmentationFold.window``,
+says W; the mirror's map covers every row of the window, the portfolio columns
+still close the observation).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from foxhunt.actions import BRANCH_TABLES, Branch, Direction
+from foxhunt.actions import Branch
+from foxhunt.learner.augmentation import Augmentations
 from foxhunt.learner.config import ReplayConfig
 from foxhunt.learner.encoders import window_input
+from foxhunt.records import AugmentationFold, ReplayAugmentation
 
 __all__ = ["Batch", "Replay"]
 
@@ -66,11 +69,14 @@ class Batch:
 
 
 class Replay(nn.Module):
-    """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers)."""
+    """Ring buffer of ``rows = capacity // n_envs`` time steps for ``n_envs`` environments (all buffers).
+
+    ``augmentations`` are the run's replay augmentations (``PluginHost.replay_augmentations``), applied to
+    every sampled batch from the first :meth:`set_fold` on."""
 
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
                  device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
-                 *, window: int = 1, n_features: int = 0) -> None:
+                 augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -101,20 +107,7 @@ class Replay(nn.Module):
         if window > 1:
             self.register_buffer("bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
             self.register_buffer("next_bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
-        input_dim = obs_dim + (window - 1) * n_features  # what a sampled batch's obs is: the encoder input
-        # the counterfactual mirror: obs' = clamp(obs * scale + shift, low, high); off until set_mirror gives the
-        # map (a replay filled outside the trainer has no normaliser to build it from)
-        self.mirroring = False
-        self.register_buffer("mirror_scale", torch.ones(input_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_shift", torch.zeros(input_dim, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_low", torch.full((input_dim,), -torch.inf, dtype=dtype, **kw), persistent=False)
-        self.register_buffer("mirror_high", torch.full((input_dim,), torch.inf, dtype=dtype, **kw), persistent=False)
-        # the action map: SHORT <-> LONG in the direction column, every other code and column unchanged
-        swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
-        codes = max(table.size() for table in BRANCH_TABLES.values())
-        self.register_buffer("mirror_codes", torch.tensor([swapped.get(code, code) for code in range(codes)], **kw),
-                             persistent=False)
-        self.register_buffer("mirror_columns", torch.arange(len(Branch), **kw) == Branch.DIRECTION, persistent=False)
+        self.augmentations = Augmentations(augmentations, device, dtype)
 
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
@@ -142,9 +135,9 @@ class Replay(nn.Module):
     def update_priorities(self, indices: torch.Tensor, td_error: torch.Tensor) -> None:
         """Set the priorities of sampled slots from their raw TD error ``[B]`` (|δ| + eps; α applies at sampling).
 
-        A slot drawn more than once in a batch takes the largest of its priorities. With the mirror its copies
-        have different TD errors (the original and its mirror), and a plain indexed write would keep whichever
-        the device happened to write last: on CUDA a graph replay and an eager run then part ways."""
+        A slot drawn more than once in a batch takes the largest of its priorities. With an augmentation its
+        copies have different TD errors (the original and, say, its mirror), and a plain indexed write would keep
+        whichever the device happened to write last: on CUDA a graph replay and an eager run then part ways."""
         priority = td_error.detach().abs().to(torch.float32) + self.config.priority_eps
         self.priorities.view(-1).scatter_reduce_(0, indices, priority, reduce="amax", include_self=False)
         self.max_priority.copy_(torch.maximum(self.max_priority, priority.max()))
@@ -180,30 +173,13 @@ class Replay(nn.Module):
         self.window_features = features
 
     @torch.no_grad()
-    def set_mirror(self, scale: torch.Tensor, shift: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
-        """The fold's observation mirror, per column ``[D]``; from here on sampling mirrors when ``mirror`` is on.
-        With an encoder window, each earlier feature row of the window is mirrored like the observation's own."""
-        self.mirroring = self.config.mirror
-        history = self.window - 1
-        for buffer, value in ((self.mirror_scale, scale), (self.mirror_shift, shift), (self.mirror_low, low),
-                              (self.mirror_high, high)):
-            value = torch.as_tensor(value, dtype=buffer.dtype)
-            value = torch.cat([value[:self.n_features].repeat(history), value]) if history else value
-            buffer.copy_(value)
-
-    def _mirrored(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Odd positions of the batch replaced by their mirror: observations mapped, SHORT and LONG swapped."""
-        # position i is mirrored when i × fraction crosses an integer: evenly spread, the odd positions at 0.5
-        position = torch.arange(obs.shape[0] + 1, device=obs.device, dtype=torch.float64)
-        crossed = torch.floor(position * self.config.mirror_fraction)
-        flip = (crossed[1:] > crossed[:-1])[:, None]
-
-        def mirror(x: torch.Tensor) -> torch.Tensor:
-            return torch.where(flip, torch.clamp(x * self.mirror_scale + self.mirror_shift, self.mirror_low,
-                                                 self.mirror_high), x)
-
-        actions = torch.where(flip & self.mirror_columns[None, :], self.mirror_codes[actions], actions)
-        return mirror(obs), actions, mirror(next_obs)
+    def set_fold(self, fold: AugmentationFold) -> None:
+        """The fold's constants for every augmentation; from here on sampling applies them. The fold's ``window``
+        must be the replay's: the augmentations see the windowed observations it samples."""
+        if fold.window != self.window:
+            raise ValueError(f"the fold is for an encoder window of {fold.window} bars, but this replay samples "
+                             f"windows of {self.window}: build the AugmentationFold with window={self.window}")
+        self.augmentations.set_fold(fold)
 
     # -- sampling --------------------------------------------------------------
     def filled(self) -> torch.Tensor:
@@ -272,20 +248,21 @@ class Replay(nn.Module):
         last = torch.remainder(row + length - 1, self.rows)
         terminal = self.dones[last, env]
         discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
-        obs, actions, next_obs = self.obs[row, env], self.actions[row, env], self.next_obs[last, env]
+        obs, next_obs = self.obs[row, env], self.next_obs[last, env]
         if self.window > 1:  # fixed for the run: the encoder inputs, gathered from the fold's feature matrix
             if self.window_features is None:
                 raise ValueError("this replay rebuilds encoder windows but has no feature matrix: call set_features")
             obs = window_input(obs, self.bars[row, env], self.window_features, self.window)
             next_obs = window_input(next_obs, self.next_bars[last, env], self.window_features, self.window)
-        if self.mirroring:  # fixed from the first fold on: no data-dependent branch
-            obs, actions, next_obs = self._mirrored(obs, actions, next_obs)
-        return Batch(
+        batch = Batch(
             obs=obs,
-            actions=actions,
+            actions=self.actions[row, env],
             returns=returns,
             discounts=discounts,
             next_obs=next_obs,
             weights=weights,
             indices=indices,
         )
+        if not self.augmentations.active:  # fixed from the first fold on: no data-dependent branch
+            return batch
+        return self.augmentations.apply(batch, self.rewards[row, env])

@@ -3,16 +3,51 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 
-__all__ = ["TrainConfig", "EpochPlan", "VALIDATION_METRICS"]
+__all__ = ["TrainConfig", "EpochPlan", "RecoveryConfig", "VALIDATION_METRICS", "MOMENT_GROUPS"]
 
 # Metrics a fold's best epoch can be chosen by (higher is better for all but max_drawdown).
 VALIDATION_METRICS = ("sharpe", "sortino", "net_pnl", "calmar", "max_drawdown")
 
 _positive = attrs.validators.gt(0)
 _int64 = attrs.validators.le(2**63 - 1)  # step and update counters are int64 device tensors
+# Parameter groups whose Adam moments a plateau recovery may reset (foxhunt.trainer.recovery.moment_parameters)
+MOMENT_GROUPS = ("trunk", "heads", "all")
+
+
+def _moment_groups(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    unknown = [group for group in value if group not in MOMENT_GROUPS]
+    if unknown:
+        raise ValueError(f"{attribute.name}: unknown parameter group(s) {unknown}; choose from {list(MOMENT_GROUPS)}")
+
+
+@attrs.frozen
+class RecoveryConfig:
+    """``[train.recovery]``: plateau detection and recovery per fold (off by default; not measured yet).
+
+    A plateau is ``patience`` epochs in a row whose validation score does not beat the fold's best by
+    ``min_delta`` (in the units of ``train.validation_metric``); on one, at most ``max_recoveries`` times per fold,
+    the learner is rewound to the best of the last ``ring_size`` epoch checkpoints, shrunk and perturbed
+    (``shrink``, ``noise``), the Adam moments of ``reset_moments`` are zeroed, and for ``boost_epochs`` epochs
+    exploration is raised (``epsilon_boost`` or ``temperature_multiplier``) and the learning rate multiplied by
+    ``lr_multiplier``. :mod:`foxhunt.trainer.recovery` and docs/learner.md, "Plateau recovery", say how.
+    """
+
+    enabled: bool = False
+    ring_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))  # K checkpoints kept per fold
+    patience: int = attrs.field(default=2, validator=attrs.validators.ge(1))  # stale epochs that make a plateau
+    min_delta: float = attrs.field(default=0.05, validator=attrs.validators.gt(0.0))  # in the metric's units
+    max_recoveries: int = attrs.field(default=2, validator=attrs.validators.ge(1))  # per fold
+    shrink: float = attrs.field(default=0.8, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
+    noise: float = attrs.field(default=0.01, validator=attrs.validators.ge(0.0))
+    epsilon_boost: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)])
+    temperature_multiplier: float = attrs.field(default=2.0, validator=attrs.validators.ge(1.0))
+    lr_multiplier: float = attrs.field(default=2.0, validator=attrs.validators.gt(0.0))
+    boost_epochs: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    reset_moments: tuple[str, ...] = attrs.field(default=("all",), converter=tuple, validator=_moment_groups)
 
 
 @attrs.frozen
@@ -37,6 +72,7 @@ class TrainConfig:
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only
     out_dir: str = "runs"
+    recovery: RecoveryConfig = RecoveryConfig()  # [train.recovery]: plateau recovery, off by default
 
     def plan(self, n_envs: int) -> EpochPlan:
         """How an epoch's env steps and updates are laid out over vector steps of ``n_envs`` environments."""

@@ -345,6 +345,39 @@ def _training_sections(metrics: list[dict[str, Any]], docs: dict[str, str]) -> l
     return sections
 
 
+# The columns of the plateau-recovery table: (record key, heading) of each fired `recovery` record of metrics.jsonl
+RECOVERY_COLUMNS = (
+    ("epoch", "epoch"), ("rewound_to", "rewound to epoch"), ("rewound_rate", "its improvement rate"),
+    ("shrink", "shrink λ"), ("noise", "noise σ"), ("epsilon_boost", "ε boost"),
+    ("temperature_multiplier", "temperature ×"), ("lr_multiplier", "LR ×"), ("boost_epochs", "boost epochs"),
+    ("reset_moments", "Adam moments reset"),
+)
+
+
+def _recovery_section(metrics: list[dict[str, Any]]) -> list[str]:
+    """``[train.recovery]``: one row per recovery that fired (none when the run had recovery off)."""
+    records = [(row.get("fold"), row["recovery"]) for row in metrics if isinstance(row.get("recovery"), dict)]
+    if not records:
+        return []
+    heading = "<h2 id='recovery'>Plateau recoveries</h2>"
+    fired = [(fold, record) for fold, record in records if record.get("fired") is True]
+    if not fired:
+        return [heading, "<p>Plateau recovery was on; no validation plateau called for one.</p>"]
+
+    def cell(value: Any) -> str:
+        if isinstance(value, list):
+            return html_text(", ".join(str(item) for item in value) or "none")
+        return html_number(value) if value is not None else "n/a"
+
+    header = "<th>fold</th>" + "".join(f"<th>{html_text(title)}</th>" for _, title in RECOVERY_COLUMNS)
+    rows = "".join(f"<tr><td>{cell(fold)}</td>" + "".join(f"<td>{cell(record.get(key))}</td>" for key, _ in RECOVERY_COLUMNS)
+                   + "</tr>" for fold, record in fired)
+    return [heading, "<p>Each row: a plateau of the validation metric, the learner rewound to the ring's checkpoint of "
+            "the highest improvement rate, shrunk and perturbed, with raised exploration and learning rate for the "
+            "boost epochs (docs/learner.md, \"Plateau recovery\").</p>",
+            f"<table class='recovery'><tr>{header}</tr>{rows}</table>"]
+
+
 def _sweep_link(run_dir: Path) -> str:
     """For a trial of a sweep: a relative link to the sweep's page, naming the trial's seed and fold; else ''."""
     path = run_dir / SWEEP_TRIAL_FILE
@@ -378,6 +411,7 @@ def build_report(run_dir: Path) -> Path:
         cells = "".join(f"<tr><td>{html_text(name)}</td><td>{html_number(share, '.3f')}</td></tr>"
                         for name, share in sorted(budgets.items()))
         sections.append(f"<h2>Loss components and their gradient budgets</h2><table><tr><th>component</th><th>budget</th></tr>{cells}</table>")
+    sections += _recovery_section(metrics)
     sections += _training_sections(metrics, read_slot_docs(run_dir))
     title = html_text(f"foxhunt run {run_dir.name}")
     sweep = _sweep_link(run_dir)

@@ -139,6 +139,8 @@ def save(trainer: Trainer, position: Position) -> Path:
         "position": attrs.asdict(position),
         "metric_lines": trainer.run_dir.metric_lines(),
         "monitors": {m.name: {"observations": m.observations, "fires": m.fires} for m in trainer.monitors},
+        # [train.recovery]: its counters (the ring of checkpoints is not kept: foxhunt/trainer/recovery.py)
+        "recovery": trainer.recovery.state() if trainer.recovery is not None else None,
     }
     return save_checkpoint(trainer.run_dir.checkpoint_dir(RESUME_NAME), tensors, metadata, trainer.layout)
 
@@ -223,6 +225,16 @@ def resume_config(run_path: Path, device: str | None = None) -> FoxhuntConfig:
     return config
 
 
+def _restore_recovery(trainer: Trainer, state: Any, directory: Path) -> None:
+    """The plateau recovery's counters (``[train.recovery]`` on: the config check made sure it was on when saved)."""
+    keys = ("used", "stale_epochs", "best", "previous", "boost_left", "fired_at")
+    if not isinstance(state, dict) or any(key not in state for key in keys):
+        raise CheckpointError(f"{directory}: the resume checkpoint has no plateau-recovery counters "
+                              f"(metadata 'recovery' with {', '.join(keys)}); it is damaged or was written by another "
+                              "version of foxhunt. Start the run again")
+    trainer.recovery.load_state(state)
+
+
 def restore(trainer: Trainer, run_path: Path) -> Position:
     """Load the resume checkpoint of ``run_path`` into a freshly built trainer; returns where to continue.
 
@@ -243,6 +255,8 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     for monitor in trainer.monitors:
         if monitor.name in record.monitors:
             monitor.observations, monitor.fires = record.monitors[monitor.name]
+    if trainer.recovery is not None:
+        _restore_recovery(trainer, metadata.get("recovery"), directory)
     position = Position(record.fold, record.epoch, record.best, record.results)
     trainer.run_dir.truncate_metrics(record.metric_lines)
     if position.epoch > 0:
@@ -250,9 +264,11 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
         trainer.enter_fold(fold)
         trainer.obs = trainer.env.obs
         best = position.best
-        if best is not None and best["epoch"] == position.epoch - 1:
+        recovered = trainer.recovery is not None and trainer.recovery.fired_at == position.epoch - 1
+        if best is not None and best["epoch"] == position.epoch - 1 and not recovered:
             # The checkpoint was written just before the fold's best policy, which the kill may have cut off:
-            # the restored learner *is* that policy, so it is written again (the same bytes on the CPU).
+            # the restored learner *is* that policy, so it is written again (the same bytes on the CPU). Not after
+            # a plateau recovery at that epoch: the learner was rewound, and the policy was written before it.
             save_policy(trainer, fold, best["epoch"], best["agent"])
     log.info("resumed", fold=position.fold, next_epoch=position.epoch, metric_lines=record.metric_lines)
     return position

@@ -35,7 +35,6 @@ from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
-from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
@@ -51,7 +50,7 @@ from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
 from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
-from foxhunt.records import KernelPoint
+from foxhunt.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
 from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
@@ -59,6 +58,7 @@ from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.metrics_row import epoch_metrics_row
 from foxhunt.trainer.progress import RunProgress
+from foxhunt.trainer.recovery import PlateauRecovery
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
@@ -171,9 +171,12 @@ class Trainer:
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
             encoders=self.host.encoders(config), n_features=self.env.n_features,
+            augmentations=self.host.replay_augmentations(config),
         )
         self.learner.use_features(self.env.features)  # rewritten in place per fold: windows gather from it
         self.learner.attach_state(self.registries.state)
+        train = config.train  # [train.recovery] (off by default): plateau recovery, foxhunt/trainer/recovery.py
+        self.recovery = PlateauRecovery(train.recovery, train.validation_metric, self.learner) if train.recovery.enabled else None
         attach_monitors(self.registries.state, self.monitors)
         self.registries.state.attach_factories()
         unattached = self.registries.state.unattached()
@@ -295,9 +298,11 @@ class Trainer:
         features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
         self.features = features
         self.env.features.copy_(torch.from_numpy(features))
-        mirror = observation_mirror(self.data.features.names, self.normalizer)
-        self.learner.replay.set_mirror(*(torch.from_numpy(a) for a in (mirror.scale, mirror.shift, mirror.low,
-                                                                      mirror.high)))
+        # the replay augmentations' constants for this fold (the mirror's map from the fold's normaliser, over
+        # every bar of the encoder's window)
+        self.learner.replay.set_fold(AugmentationFold(tuple(self.data.features.names), self.normalizer,
+                                                      self.env.params.detach().cpu().numpy().astype(np.float64),
+                                                      window=self.learner.window))
         self.env.set_window(fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
@@ -307,6 +312,8 @@ class Trainer:
         self.enter_fold(fold)
         reset = self.registries.state.fold_boundary()
         log.info("fold boundary", reset=len(reset))
+        if self.recovery is not None:
+            self.recovery.start_fold()
         self._run_kernels(KernelPoint.FOLD)
         self.obs = self.env.obs  # the environment plugin's fold-reset entry started every episode afresh
 
@@ -340,7 +347,10 @@ class Trainer:
             is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
+            recovery = self._plateau_recovery(fold, epoch, score, validation, is_best)
             row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics)
+            if recovery is not None:
+                row["recovery"] = recovery
             self.run_dir.append_metrics(row)
             if self.tensorboard is not None:  # the epoch boundary only, never the step
                 self.tensorboard.add_epoch(row)
@@ -348,7 +358,7 @@ class Trainer:
             position.epoch = epoch + 1
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
             self._save_resume(position)
-            if is_best:
+            if is_best and not (recovery or {}).get("fired"):  # a recovery saved it before rewinding
                 resume.save_policy(self, fold, epoch, validation)
             self._stop_out_of_band(fold.index, epoch, row, position)
             if self._stop_requested() and position.epoch < train.epochs:
@@ -360,6 +370,20 @@ class Trainer:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
         return True
+
+    def _plateau_recovery(self, fold: Fold, epoch: int, score: float, validation: dict[str, float],
+                          is_best: bool) -> dict[str, Any] | None:
+        """``[train.recovery]``: the epoch's ``recovery`` record (None when off). When a recovery is due, the fold's
+        best policy is saved first if this epoch is it, then the learner is rewound and perturbed."""
+        if self.recovery is None:
+            return None
+        record = self.recovery.observe(epoch, score)
+        if record.pop("pending"):
+            if is_best:
+                resume.save_policy(self, fold, epoch, validation)
+            record.update(self.recovery.recover(epoch))
+            log.info("plateau recovery", epoch=epoch, rewound_to=record["rewound_to"], number=record["number"])
+        return record
 
     def _stop_on_fault(self, fold: int, epoch: int, position: resume.Position) -> None:
         """A non-finite value this epoch ends the run: the last good checkpoints stay, summary.json names it."""
@@ -454,10 +478,12 @@ class Trainer:
         bars = self.env.state[:, PS.BAR] if self.windowed else None  # the bar each observation shows
         q = self.learner.act_values(obs, bars)
         per_branch = [q[:, b, :size] for b, size in enumerate(self.branch_sizes)]
+        boost = self.recovery  # [train.recovery]: raised exploration for a few epochs after a recovery
         if train.exploration == "boltzmann":
-            actions = self.explorer.boltzmann(per_branch, train.temperature)
+            temperature = train.temperature if boost is None else boost.temperature(train.temperature)
+            actions = self.explorer.boltzmann(per_branch, temperature)
         else:
-            actions = self.explorer.epsilon_greedy(per_branch, self.epsilon)
+            actions = self.explorer.epsilon_greedy(per_branch, self.epsilon if boost is None else boost.epsilon(self.epsilon))
         self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
         if self.windowed:

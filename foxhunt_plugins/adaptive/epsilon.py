@@ -47,7 +47,7 @@ from foxhunt import (
     reset_monitor,
 )
 from foxhunt.fold_length import FoldLength, fold_length_of
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets, step_of
 from foxhunt_plugins.adaptive.validators import branch_unit, per_branch, rate, unit
 
@@ -80,17 +80,22 @@ class EpsilonParam(DimTable):
     FOLD_ENV_STEPS = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+EPSILON_PARAM = device_constants(EpsilonParam)
+EPSILON_SLOT = device_constants(EpsilonSlot)
+
+
 @device_function
 def _epsilon_row(b, args):
     isv, off, prm, step = args
-    done = (step[0] - isv[off[EpsilonSlot.FOLD_START]]) * prm[b, EpsilonParam.N_ENVS]
-    progress = clamp(done / prm[b, EpsilonParam.FOLD_ENV_STEPS], 0.0, 1.0)
-    health = clamp(read_or(isv, off[EpsilonSlot.HEALTH], 1.0), 0.0, 1.0)
-    end = prm[b, EpsilonParam.END]
-    remaining = max(0.0, 1.0 - progress / prm[b, EpsilonParam.DECAY_FRACTION])
-    scheduled = end + (prm[b, EpsilonParam.START] - end) * remaining
-    boosted = scheduled + prm[b, EpsilonParam.HEALTH_BOOST] * (1.0 - health)
-    isv[off[EpsilonSlot.VALUE] + b] = clamp(boosted, 0.0, prm[b, EpsilonParam.CEILING])
+    done = (step[0] - isv[off[EPSILON_SLOT.FOLD_START]]) * prm[b, EPSILON_PARAM.N_ENVS]
+    progress = clamp(done / prm[b, EPSILON_PARAM.FOLD_ENV_STEPS], 0.0, 1.0)
+    health = clamp(read_or(isv, off[EPSILON_SLOT.HEALTH], 1.0), 0.0, 1.0)
+    end = prm[b, EPSILON_PARAM.END]
+    remaining = max(0.0, 1.0 - progress / prm[b, EPSILON_PARAM.DECAY_FRACTION])
+    scheduled = end + (prm[b, EPSILON_PARAM.START] - end) * remaining
+    boosted = scheduled + prm[b, EPSILON_PARAM.HEALTH_BOOST] * (1.0 - health)
+    isv[off[EPSILON_SLOT.VALUE] + b] = clamp(boosted, 0.0, prm[b, EPSILON_PARAM.CEILING])
 
 
 EPSILON_KERNEL = DualKernel(_epsilon_row, "epsilon.update")
@@ -99,7 +104,7 @@ EPSILON_KERNEL = DualKernel(_epsilon_row, "epsilon.update")
 @device_function
 def _fold_start_row(i, args):
     isv, off, step = args
-    isv[off[EpsilonSlot.FOLD_START]] = step[0]
+    isv[off[EPSILON_SLOT.FOLD_START]] = step[0]
 
 
 FOLD_START_KERNEL = DualKernel(_fold_start_row, "epsilon.fold_start")

@@ -31,7 +31,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import branch_unit, per_branch
 
@@ -57,12 +57,17 @@ class GammaParam(DimTable):
     MAX = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+GAMMA_PARAM = device_constants(GammaParam)
+GAMMA_SLOT = device_constants(GammaSlot)
+
+
 @device_function
 def _gamma_row(b, args):
     isv, off, prm = args
-    health = clamp(read_or(isv, off[GammaSlot.HEALTH], 1.0), 0.0, 1.0)
-    low = prm[b, GammaParam.MIN]
-    isv[off[GammaSlot.VALUE] + b] = low + (prm[b, GammaParam.MAX] - low) * health
+    health = clamp(read_or(isv, off[GAMMA_SLOT.HEALTH], 1.0), 0.0, 1.0)
+    low = prm[b, GAMMA_PARAM.MIN]
+    isv[off[GAMMA_SLOT.VALUE] + b] = low + (prm[b, GAMMA_PARAM.MAX] - low) * health
 
 
 GAMMA_KERNEL = DualKernel(_gamma_row, "gamma.update")

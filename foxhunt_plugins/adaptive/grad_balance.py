@@ -37,7 +37,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import all_positive, branch_width, per_branch
 
@@ -68,23 +68,28 @@ class BalanceParam(DimTable):
     RATE = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+BALANCE_PARAM = device_constants(BalanceParam)
+BALANCE_SLOT = device_constants(BalanceSlot)
+
+
 @device_function
 def _balance_row(i, args):
     isv, off, prm, norms = args
-    start = off[BalanceSlot.SCALE]
+    start = off[BALANCE_SLOT.SCALE]
     mean_weight = 0.0
     for b in range(N_BRANCHES):
         unscaled = norms[b] / max(isv[start + b], NORM_EPS)
-        mean_weight += prm[b, BalanceParam.TARGET] / max(unscaled, NORM_EPS)
+        mean_weight += prm[b, BALANCE_PARAM.TARGET] / max(unscaled, NORM_EPS)
     mean_weight /= N_BRANCHES
     # every branch reads the scales of the same update before any is overwritten: two passes
     for b in range(N_BRANCHES):
         scale = isv[start + b]
         unscaled = norms[b] / max(scale, NORM_EPS)
-        weight = prm[b, BalanceParam.TARGET] / max(unscaled, NORM_EPS)
-        limit = prm[b, BalanceParam.LIMIT]
+        weight = prm[b, BALANCE_PARAM.TARGET] / max(unscaled, NORM_EPS)
+        limit = prm[b, BALANCE_PARAM.LIMIT]
         target = clamp(weight / mean_weight, 1.0 / limit, limit)
-        isv[start + b] = scale + prm[b, BalanceParam.RATE] * (target - scale)
+        isv[start + b] = scale + prm[b, BALANCE_PARAM.RATE] * (target - scale)
 
 
 GRAD_BALANCE_KERNEL = DualKernel(_balance_row, "grad_balance.update")

@@ -45,7 +45,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
@@ -128,6 +128,11 @@ class HealthParam(DimTable):
     RATE = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+HEALTH_PARAM = device_constants(HealthParam)
+HEALTH_SLOT = device_constants(HealthSlot)
+
+
 @device_function
 def _score(excess, tol):
     return 1.0 / (1.0 + max(excess, 0.0) / tol)
@@ -136,49 +141,49 @@ def _score(excess, tol):
 @device_function
 def _health_row(i, args):
     isv, off, prm, q_gap, q_mean, grad_norm, loss, greedy_share = args
-    n = isv[off[HealthSlot.COUNT]]
-    fast = max(prm[HealthParam.FAST_RATE], 1.0 / (n + 1.0))
-    slow = max(prm[HealthParam.SLOW_RATE], 1.0 / (n + 1.0))
+    n = isv[off[HEALTH_SLOT.COUNT]]
+    fast = max(prm[HEALTH_PARAM.FAST_RATE], 1.0 / (n + 1.0))
+    slow = max(prm[HEALTH_PARAM.SLOW_RATE], 1.0 / (n + 1.0))
     gap_score = 0.0
     drift = 0.0
     for b in range(N_BRANCHES):
         gap = max(q_gap[b], 0.0)
-        gap_score += gap / (gap + prm[HealthParam.GAP_SCALE])
-        slot = off[HealthSlot.Q_MEAN_EMA] + b
+        gap_score += gap / (gap + prm[HEALTH_PARAM.GAP_SCALE])
+        slot = off[HEALTH_SLOT.Q_MEAN_EMA] + b
         reference = isv[slot] if n > 0.0 else q_mean[b]  # drift against the level before this observation
-        drift += abs(q_mean[b] - reference) / (abs(reference) + prm[HealthParam.Q_SCALE])
+        drift += abs(q_mean[b] - reference) / (abs(reference) + prm[HEALTH_PARAM.Q_SCALE])
         isv[slot] = reference + slow * (q_mean[b] - reference)
     gap_score /= N_BRANCHES
     drift /= N_BRANCHES
-    g_fast = isv[off[HealthSlot.GRAD_FAST]]
-    g_slow = isv[off[HealthSlot.GRAD_SLOW]]
+    g_fast = isv[off[HEALTH_SLOT.GRAD_FAST]]
+    g_slow = isv[off[HEALTH_SLOT.GRAD_SLOW]]
     g_fast = g_fast + fast * (grad_norm[0] - g_fast)
     g_slow = g_slow + slow * (grad_norm[0] - g_slow)
-    l_fast = isv[off[HealthSlot.LOSS_FAST]]
-    l_slow = isv[off[HealthSlot.LOSS_SLOW]]
+    l_fast = isv[off[HEALTH_SLOT.LOSS_FAST]]
+    l_slow = isv[off[HEALTH_SLOT.LOSS_SLOW]]
     l_fast = l_fast + fast * (loss[0] - l_fast)
     l_slow = l_slow + slow * (loss[0] - l_slow)
-    isv[off[HealthSlot.GRAD_FAST]] = g_fast
-    isv[off[HealthSlot.GRAD_SLOW]] = g_slow
-    isv[off[HealthSlot.LOSS_FAST]] = l_fast
-    isv[off[HealthSlot.LOSS_SLOW]] = l_slow
-    s_drift = _score(drift, prm[HealthParam.DRIFT_TOL])
-    s_grad = _score(g_fast / (g_slow + EPS) - 1.0, prm[HealthParam.GRAD_TOL])
-    s_loss = _score((l_fast - l_slow) / (abs(l_slow) + EPS), prm[HealthParam.LOSS_TOL])
-    collapse_share = prm[HealthParam.COLLAPSE_SHARE]
+    isv[off[HEALTH_SLOT.GRAD_FAST]] = g_fast
+    isv[off[HEALTH_SLOT.GRAD_SLOW]] = g_slow
+    isv[off[HEALTH_SLOT.LOSS_FAST]] = l_fast
+    isv[off[HEALTH_SLOT.LOSS_SLOW]] = l_slow
+    s_drift = _score(drift, prm[HEALTH_PARAM.DRIFT_TOL])
+    s_grad = _score(g_fast / (g_slow + EPS) - 1.0, prm[HEALTH_PARAM.GRAD_TOL])
+    s_loss = _score((l_fast - l_slow) / (abs(l_slow) + EPS), prm[HEALTH_PARAM.LOSS_TOL])
+    collapse_share = prm[HEALTH_PARAM.COLLAPSE_SHARE]
     s_collapse = _score((greedy_share[DIRECTION] - collapse_share) / (1.0 - collapse_share),
-                        prm[HealthParam.COLLAPSE_TOL])
+                        prm[HEALTH_PARAM.COLLAPSE_TOL])
     raw = (
-        gap_score ** prm[HealthParam.W_GAP]
-        * s_drift ** prm[HealthParam.W_DRIFT]
-        * s_grad ** prm[HealthParam.W_GRAD]
-        * s_loss ** prm[HealthParam.W_LOSS]
-        * s_collapse ** prm[HealthParam.W_COLLAPSE]
+        gap_score ** prm[HEALTH_PARAM.W_GAP]
+        * s_drift ** prm[HEALTH_PARAM.W_DRIFT]
+        * s_grad ** prm[HEALTH_PARAM.W_GRAD]
+        * s_loss ** prm[HEALTH_PARAM.W_LOSS]
+        * s_collapse ** prm[HEALTH_PARAM.W_COLLAPSE]
     )
-    value = isv[off[HealthSlot.VALUE]]
-    isv[off[HealthSlot.VALUE]] = value + prm[HealthParam.RATE] * (raw - value)
-    isv[off[HealthSlot.RAW]] = raw
-    isv[off[HealthSlot.COUNT]] = n + 1.0
+    value = isv[off[HEALTH_SLOT.VALUE]]
+    isv[off[HEALTH_SLOT.VALUE]] = value + prm[HEALTH_PARAM.RATE] * (raw - value)
+    isv[off[HEALTH_SLOT.RAW]] = raw
+    isv[off[HEALTH_SLOT.COUNT]] = n + 1.0
 
 
 HEALTH_KERNEL = DualKernel(_health_row, "health.update")

@@ -44,7 +44,7 @@ from foxhunt import (
     reset_monitor,
 )
 from foxhunt.env.tables import PS
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, unit
 
@@ -85,6 +85,13 @@ class KellySum(DimTable):
     LOSS_SUM = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+KELLY_PARAM = device_constants(KellyParam)
+KELLY_SLOT = device_constants(KellySlot)
+KELLY_SUM = device_constants(KellySum)
+PS_INDEX = device_constants(PS)
+
+
 @device_function
 def _sum_row(c, args):
     portfolio, partial = args
@@ -96,14 +103,14 @@ def _sum_row(c, args):
     win_sum = 0.0
     loss_sum = 0.0
     for e in range(c * size, min(envs, (c + 1) * size)):
-        wins += portfolio[e, PS.WINS]
-        losses += portfolio[e, PS.LOSSES]
-        win_sum += portfolio[e, PS.WIN_SUM]
-        loss_sum += portfolio[e, PS.LOSS_SUM]
-    partial[c, KellySum.WINS] = wins
-    partial[c, KellySum.LOSSES] = losses
-    partial[c, KellySum.WIN_SUM] = win_sum
-    partial[c, KellySum.LOSS_SUM] = loss_sum
+        wins += portfolio[e, PS_INDEX.WINS]
+        losses += portfolio[e, PS_INDEX.LOSSES]
+        win_sum += portfolio[e, PS_INDEX.WIN_SUM]
+        loss_sum += portfolio[e, PS_INDEX.LOSS_SUM]
+    partial[c, KELLY_SUM.WINS] = wins
+    partial[c, KELLY_SUM.LOSSES] = losses
+    partial[c, KELLY_SUM.WIN_SUM] = win_sum
+    partial[c, KELLY_SUM.LOSS_SUM] = loss_sum
 
 
 @device_function
@@ -114,12 +121,12 @@ def _cap_row(i, args):
     win_sum = 0.0
     loss_sum = 0.0
     for c in range(partial.shape[0]):
-        wins += partial[c, KellySum.WINS]
-        losses += partial[c, KellySum.LOSSES]
-        win_sum += partial[c, KellySum.WIN_SUM]
-        loss_sum += partial[c, KellySum.LOSS_SUM]
-    a = prm[KellyParam.PRIOR_WINS]
-    b = prm[KellyParam.PRIOR_LOSSES]
+        wins += partial[c, KELLY_SUM.WINS]
+        losses += partial[c, KELLY_SUM.LOSSES]
+        win_sum += partial[c, KELLY_SUM.WIN_SUM]
+        loss_sum += partial[c, KELLY_SUM.LOSS_SUM]
+    a = prm[KELLY_PARAM.PRIOR_WINS]
+    b = prm[KELLY_PARAM.PRIOR_LOSSES]
     trades = wins + losses
     mean_size = (win_sum + loss_sum) / trades if trades > 0.0 else 1.0
     if not mean_size > 0.0:
@@ -129,13 +136,13 @@ def _cap_row(i, args):
     avg_loss = (loss_sum + b * mean_size) / (losses + b)
     ratio = avg_win / max(avg_loss, TINY)
     fraction = clamp(p - (1.0 - p) / max(ratio, TINY), 0.0, 1.0)
-    warmup = prm[KellyParam.WARMUP_TRADES]
+    warmup = prm[KELLY_PARAM.WARMUP_TRADES]
     maturity = min(1.0, trades / warmup) if warmup > 0.0 else 1.0
-    health = clamp(read_or(isv, off[KellySlot.HEALTH], 1.0), 0.0, 1.0)
-    floor = prm[KellyParam.SAFETY_FLOOR]
+    health = clamp(read_or(isv, off[KELLY_SLOT.HEALTH], 1.0), 0.0, 1.0)
+    floor = prm[KELLY_PARAM.SAFETY_FLOOR]
     safety = floor + (1.0 - floor) * health
     blended = (1.0 - maturity) + maturity * fraction
-    isv[off[KellySlot.CAP]] = clamp(safety * blended, prm[KellyParam.MIN_CAP], 1.0)
+    isv[off[KELLY_SLOT.CAP]] = clamp(safety * blended, prm[KELLY_PARAM.MIN_CAP], 1.0)
 
 
 KELLY_SUM_KERNEL = DualKernel(_sum_row, "kelly.sum")

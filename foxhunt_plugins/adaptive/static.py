@@ -18,7 +18,7 @@ import attrs
 
 from foxhunt import DimTable, Kernel, KernelPoint, Registrar, ResetCategory, auto, hookimpl
 from foxhunt.contract import CQL_ALPHA, CQL_ALPHA_FALLBACK
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import BoundRun, param_tensor, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative
 
@@ -40,10 +40,15 @@ class StaticParam(DimTable):
     CQL_ALPHA = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+STATIC_PARAM = device_constants(StaticParam)
+STATIC_SLOT = device_constants(StaticSlot)
+
+
 @device_function
 def _static_row(i, args):
     isv, off, prm = args
-    isv[off[StaticSlot.CQL_ALPHA]] = prm[StaticParam.CQL_ALPHA]
+    isv[off[STATIC_SLOT.CQL_ALPHA]] = prm[STATIC_PARAM.CQL_ALPHA]
 
 
 STATIC_KERNEL = DualKernel(_static_row, "static.write")

@@ -44,7 +44,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
@@ -81,20 +81,25 @@ class SupportParam(DimTable):
     MAX_RATE = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+SUPPORT_PARAM = device_constants(SupportParam)
+SUPPORT_SLOT = device_constants(SupportSlot)
+
+
 @device_function
 def _support_row(b, args):
     isv, off, prm, q_mean, q_std = args
-    low = prm[SupportParam.MIN_HALF_WIDTH]
-    bound = prm[SupportParam.CENTER_BOUND]
-    c_slot = off[SupportSlot.CENTER] + b
-    h_slot = off[SupportSlot.HALF_WIDTH] + b
+    low = prm[SUPPORT_PARAM.MIN_HALF_WIDTH]
+    bound = prm[SUPPORT_PARAM.CENTER_BOUND]
+    c_slot = off[SUPPORT_SLOT.CENTER] + b
+    h_slot = off[SUPPORT_SLOT.HALF_WIDTH] + b
     center = isv[c_slot]
     half = max(isv[h_slot], low)
     c_target = clamp(q_mean[b], -bound, bound)
-    h_target = clamp(prm[SupportParam.STD_MULTIPLE] * max(q_std[b], 0.0), low, prm[SupportParam.MAX_HALF_WIDTH])
+    h_target = clamp(prm[SUPPORT_PARAM.STD_MULTIPLE] * max(q_std[b], 0.0), low, prm[SUPPORT_PARAM.MAX_HALF_WIDTH])
     distance = (abs(c_target - center) + abs(h_target - half)) / half
-    base = prm[SupportParam.BASE_RATE]
-    rate = clamp(base * (1.0 + distance), base, max(base, prm[SupportParam.MAX_RATE]))
+    base = prm[SUPPORT_PARAM.BASE_RATE]
+    rate = clamp(base * (1.0 + distance), base, max(base, prm[SUPPORT_PARAM.MAX_RATE]))
     isv[c_slot] = center + rate * (c_target - center)
     isv[h_slot] = max(low, half + rate * (h_target - half))
 

@@ -34,7 +34,7 @@ from foxhunt import (
     reset_monitor,
 )
 from foxhunt.contract import PROGRESS
-from foxhunt.kernels import DualKernel, device_function
+from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import BoundRun, clamp, param_tensor, read_or, slot_offsets
 from foxhunt_plugins.adaptive.validators import rate, unit
 
@@ -63,16 +63,21 @@ class TauParam(DimTable):
     FLOOR_MAX = auto()
 
 
+# What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
+TAU_PARAM = device_constants(TauParam)
+TAU_SLOT = device_constants(TauSlot)
+
+
 @device_function
 def _tau_row(i, args):
     isv, off, prm = args
-    progress = clamp(isv[off[TauSlot.PROGRESS]], 0.0, 1.0)
-    health = clamp(read_or(isv, off[TauSlot.HEALTH], 1.0), 0.0, 1.0)
-    start = prm[TauParam.START]
-    end = prm[TauParam.END]
+    progress = clamp(isv[off[TAU_SLOT.PROGRESS]], 0.0, 1.0)
+    health = clamp(read_or(isv, off[TAU_SLOT.HEALTH], 1.0), 0.0, 1.0)
+    start = prm[TAU_PARAM.START]
+    end = prm[TAU_PARAM.END]
     scheduled = end + 0.5 * (start - end) * (1.0 + math.cos(math.pi * progress))
-    floor = prm[TauParam.FLOOR_MIN] + (prm[TauParam.FLOOR_MAX] - prm[TauParam.FLOOR_MIN]) * (1.0 - health)
-    isv[off[TauSlot.VALUE]] = clamp(max(scheduled, floor), 0.0, 1.0)
+    floor = prm[TAU_PARAM.FLOOR_MIN] + (prm[TAU_PARAM.FLOOR_MAX] - prm[TAU_PARAM.FLOOR_MIN]) * (1.0 - health)
+    isv[off[TAU_SLOT.VALUE]] = clamp(max(scheduled, floor), 0.0, 1.0)
 
 
 TAU_KERNEL = DualKernel(_tau_row, "tau.update")

@@ -289,7 +289,7 @@ def test_config_show_resolves_the_gpu_profile_for_a_cuda_run(run) -> None:
     assert resolved["env"]["n_envs"] == 4096
     assert resolved["learner"]["compile"] is True
     assert resolved["learner"]["batch_size"] == 4096  # what the user set wins over the profile
-    assert resolved["train"]["updates_per_epoch"] == 1000
+    assert resolved["train"]["updates_per_epoch"] == 250
 
 
 def test_config_show_keeps_cpu_sizes_for_a_cpu_run(run) -> None:

@@ -97,6 +97,34 @@ def test_device_constants_mirror_the_table() -> None:
     assert PAIR == (0, 1) and PAIR.RIGHT == Pair.RIGHT and type(PAIR.RIGHT) is int
 
 
+@device_function
+def _enum_helper(pair, row):
+    return pair[row, Pair.RIGHT]  # the IntEnum member itself: fine on the CPU, refused by numba.cuda
+
+
+@device_function
+def _enum_row(i, args):
+    pair, out = args
+    out[i] = _enum_helper(pair, i)
+
+
+RIGHT = Pair.RIGHT
+
+
+@device_function
+def _member_row(i, args):
+    pair, out = args
+    out[i] = pair[i, RIGHT]
+
+
+def test_a_kernel_reading_an_intenum_is_refused_when_it_is_made_naming_the_table_and_the_fix() -> None:
+    # Reached through a helper: the refusal must not depend on where in the code the table is read.
+    with pytest.raises(ValueError, match=r"kernel 'test.enum' reads .*test_dual\.Pair: .*device_constants\(Pair\)"):
+        DualKernel(_enum_row, "test.enum")
+    with pytest.raises(ValueError, match=r"kernel 'test.member' reads .*test_dual\.Pair\.RIGHT"):
+        DualKernel(_member_row, "test.member")
+
+
 def test_backend_resolution() -> None:
     assert resolve_backend("cpu") is Backend.CPU
     with pytest.raises(ValueError, match="needs CUDA tensors"):

@@ -3,6 +3,7 @@ and the attention encoder in a real run through its checkpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -16,12 +17,13 @@ from safetensors.torch import load_file
 from trainer_testkit import TINY, TINY_DATA, invoke, train_args
 
 import foxhunt.learner.declarations as declarations
+from foxhunt import AugmentationFold, AugmentationInputs, ReplayAugmentation
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.audit import parse_rows
 from foxhunt.backtester import backtest_checkpoint, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError
-from foxhunt.learner import MLP_ENCODER, Learner, Replay, ReplayConfig, select_encoder, window_input
+from foxhunt.learner import MLP_ENCODER, Batch, Learner, Replay, ReplayConfig, select_encoder, window_input
 from foxhunt.learner.encoders import window_indices
 from foxhunt.plugin_host import ENTRY_POINT_GROUP
 from foxhunt.policy_export import export_policy
@@ -94,12 +96,11 @@ def test_the_core_ships_the_audit_row_of_its_encoder_as_the_repository_lists_it(
     assert declarations.foxhunt_encoders() == [MLP_ENCODER]
 
 
-def windowed_replay(window: int, mirror: bool = False) -> tuple[Replay, torch.Tensor, list[tuple[torch.Tensor, ...]]]:
+def windowed_replay(window: int, augmentations=()) -> tuple[Replay, torch.Tensor, list[tuple[torch.Tensor, ...]]]:
     """A replay of 2 environments with a window, filled with 12 steps over a 30-bar feature matrix."""
     n_features, n_envs = 2, 2
-    config = ReplayConfig(capacity=40, mirror=mirror, mirror_fraction=0.5)
-    replay = Replay(config, n_features + PORTFOLIO, n_envs, 2, "cpu", torch.Generator().manual_seed(3),
-                    window=window, n_features=n_features)
+    replay = Replay(ReplayConfig(capacity=40), n_features + PORTFOLIO, n_envs, 2, "cpu",
+                    torch.Generator().manual_seed(3), augmentations=augmentations, window=window, n_features=n_features)
     g = torch.Generator().manual_seed(5)
     features = torch.randn(30, n_features, generator=g)
     replay.set_features(features)
@@ -136,22 +137,29 @@ def test_a_one_bar_replay_keeps_its_state_as_before_encoders() -> None:
     assert not {"bars", "next_bars"} & set(replay.state_dict())
 
 
-def test_the_mirror_covers_every_row_of_the_window() -> None:
+def negate_selected(inputs: AugmentationInputs) -> Batch:
+    flip = inputs.selected
+    return dataclasses.replace(inputs.batch, obs=torch.where(flip, -inputs.batch.obs, inputs.batch.obs),
+                               next_obs=torch.where(flip, -inputs.batch.next_obs, inputs.batch.next_obs))
+
+
+def test_augmentations_see_the_window_built_before_them() -> None:
+    """The replay rebuilds each window first, then its augmentations run on the ``[B, W × F + P]`` input (the
+    mirror's every-bar map: tests/plugins/augmentations/test_mirror_augmentation.py)."""
+    negate = ReplayAugmentation(name="negate", augment=negate_selected, fraction=0.5, description="negated")
     plain, _, _ = windowed_replay(3)
-    mirroring, _, _ = windowed_replay(3, mirror=True)
-    width = 2 + PORTFOLIO
-    scale, shift = torch.tensor([-1.0, 1.0, -1.0, 1.0, 1.0]), torch.tensor([0.5, 0.0, 0.0, 0.0, 0.0])
-    low, high = torch.full((width,), -torch.inf), torch.full((width,), torch.inf)
-    for replay in (plain, mirroring):
-        replay.set_mirror(scale, shift, low, high)
+    augmented, _, _ = windowed_replay(3, [negate])
+    augmented.set_fold(AugmentationFold(("a", "b"), None, None, window=3))
     uniforms = torch.rand(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     gamma = torch.full((len(Branch),), 0.9)
-    original, mirror = plain.sample_at(uniforms, gamma), mirroring.sample_at(uniforms, gamma)
-    full_scale = torch.cat([scale[:2], scale[:2], scale])
-    full_shift = torch.cat([shift[:2], shift[:2], shift])
+    original, changed = plain.sample_at(uniforms, gamma), augmented.sample_at(uniforms, gamma)
     odd = torch.arange(1, 8, 2)
-    torch.testing.assert_close(mirror.obs[odd], original.obs[odd] * full_scale + full_shift)
-    torch.testing.assert_close(mirror.obs[odd - 1], original.obs[odd - 1])
+    assert changed.obs.shape == (8, 3 * 2 + PORTFOLIO)
+    for field in ("obs", "next_obs"):
+        assert torch.equal(getattr(changed, field)[odd], -getattr(original, field)[odd])
+        assert torch.equal(getattr(changed, field)[odd - 1], getattr(original, field)[odd - 1])
+    with pytest.raises(ValueError, match="window of 1 bars"):
+        augmented.set_fold(AugmentationFold(("a", "b"), None, None))
 
 
 def small_learner(kit, encoders, **changes) -> Learner:

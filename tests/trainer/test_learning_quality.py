@@ -62,7 +62,7 @@ def config(seed: int, source: str = "synthetic:planted?bars=2000"):
         f'data.source="{source}&seed={seed}"', f"run.seed={seed}", 'run.device="cpu"',
         "folds.n_folds=1", "folds.train_bars=1150", "folds.validation_bars=100", "folds.test_bars=600",
         "train.epochs=1", "train.env_steps_per_epoch=9600", "train.updates_per_epoch=300", "env.n_envs=32",
-        "train.warmup_env_steps=1024", 'features.feature_set="ohlcv"', "learner.replay.mirror=false",
+        "train.warmup_env_steps=1024", 'features.feature_set="ohlcv"', "plugins.mirror.enabled=false",
     ])
 
 
