@@ -70,6 +70,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "mirror (default)": [],
         "mirror+hindsight": ["plugins.hindsight.enabled=true"],
     },
+    "iql": {  # docs/learner.md, "IQL value head": off by default, not yet measured
+        "off (default)": [],
+        # c51 gives the value head its default budget (0.10), so the budgets still sum to 1
+        "on": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
+    },
 }
 
 

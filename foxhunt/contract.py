@@ -56,6 +56,7 @@ __all__ = [
     "GRAD_BALANCE",
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
+    "IQL_SUPPORT_FLOOR",
     # signals
     "Q_MEAN",
     "Q_STD",
@@ -136,6 +137,7 @@ CQL_ALPHA = "cql.alpha"
 # α when no plugin declares cql.alpha, and the static plugin's default. Its one key is [plugins.static] cql_alpha;
 # the learner has no key of its own, so two keys can no longer disagree.
 CQL_ALPHA_FALLBACK = 0.1
+IQL_SUPPORT_FLOOR = "iql.support_floor"
 
 # -- signals ----------------------------------------------------------------------------------
 Q_MEAN = "learner.q_mean"
@@ -184,6 +186,9 @@ SHARED: tuple[SharedName, ...] = (
     _slot(GRAD_BALANCE, "grad_balance", "weight of each branch in every loss's branch average", width=_BRANCHES,
           core_reader="the learner (branch averages)"),
     _slot(CQL_ALPHA, "static", "conservative-penalty strength", core_reader="the learner (CQL term)"),
+    # Read by the learner only through the iql component's CentredSupport (so only when that opt-in plugin is on).
+    _slot(IQL_SUPPORT_FLOOR, "iql", "minimum half-width of the C51 atoms centred per sample on the IQL value head's "
+          "V(s) (normalised return units)", width=_BRANCHES),
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
     _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),

@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint", "ReplayAugmentation",
-           "AugmentationInputs", "AugmentationFold"]
+__all__ = ["LossComponent", "CentredSupport", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint",
+           "ReplayAugmentation", "AugmentationInputs", "AugmentationFold"]
 
 
 def _dotted_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -44,6 +44,40 @@ def _among_reads(instance: Any, attribute: attrs.Attribute, value: tuple[str, ..
         )
 
 
+def _positive_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"CentredSupport.{attribute.name} must be an int >= 1, got {value!r}")
+
+
+@attrs.frozen
+class CentredSupport:
+    """A loss component's request for a state-value head and C51 atoms centred on it, sample by sample.
+
+    With it, the learner's network grows a small per-branch MLP on the trunk's output giving
+    ``outputs`` values per branch (``LossInputs.online.state_values [B, Branch, outputs]``, trained by the
+    component's own loss), and every forward of the update places sample ``i``'s atoms at
+    ``centre(state_values)_i + max(half_width, floor) × linspace(-1, 1)`` instead of the shared support's
+    ``support.center ± support.half_width``. ``centre`` is a pure torch function
+    ``[B, Branch, outputs] -> [B, Branch]`` (it receives detached values: the atoms are a coordinate system,
+    not something the distributional losses move); ``floor`` names an ISV slot of width ``Branch`` holding
+    the minimum half-width, which the component must also list in its ``reads``. At most one enabled
+    component may ask (the learner refuses two). Without any, the network has no such head and the
+    update is exactly what it was.
+    """
+
+    outputs: int = attrs.field(validator=_positive_count)
+    centre: Callable[[Any], Any] = attrs.field(validator=attrs.validators.is_callable())
+    floor: str = attrs.field(validator=_dotted_name)
+
+
+def _floor_is_read(instance: Any, attribute: attrs.Attribute, value: CentredSupport | None) -> None:
+    if value is not None and value.floor not in instance.reads:
+        raise ValueError(
+            f"loss component {instance.name!r}: centred_support.floor {value.floor!r} must be in reads "
+            "(the learner reads that slot for the component, and reads are checked against the layout)"
+        )
+
+
 @attrs.frozen
 class LossComponent:
     """One loss term of the learner, returned by ``foxhunt_loss_components``.
@@ -58,7 +92,10 @@ class LossComponent:
     prioritized-replay priorities. ``reads`` names the ISV slots the loss reads;
     each must be declared by a loaded plugin, or the run is refused when the
     components are collected, unless ``optional_reads`` also names it (the loss
-    has a fallback when the slot's plugin is not loaded).
+    has a fallback when the slot's plugin is not loaded). ``centred_support`` (optional, a
+    :class:`CentredSupport`) asks the learner for a state-value head and per-sample atom supports centred on
+    it: the switch the IQL value head uses, so that the C51 projection, the expected Q and the targets all
+    move to per-sample atoms without the core knowing which plugin asked.
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -68,6 +105,7 @@ class LossComponent:
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
     per_sample: Callable[[Any], Any] | None = None
     optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
+    centred_support: CentredSupport | None = attrs.field(default=None, validator=_floor_is_read)
 
 
 def _non_negative_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:

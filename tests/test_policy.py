@@ -114,3 +114,19 @@ def test_load_refuses_a_resume_checkpoint(checkpoint: Path, layout: IsvLayout, t
     (copy / METADATA_FILE).write_text(json.dumps(metadata), encoding="utf-8")
     with pytest.raises(CheckpointError, match="this is a 'resume' checkpoint; backtest and export take a fold checkpoint"):
         Policy.load(copy, layout)
+
+
+def test_a_policy_with_a_state_value_head_saves_and_loads(checkpoint: Path, layout: IsvLayout,  # noqa: F811
+                                                         tmp_path: Path) -> None:
+    """A run whose loss asked for a state-value head (the IQL value head) saves it with the network; loading finds
+    its width in the tensors and builds the same network, which acts as the saved one did."""
+    first = Policy.load(checkpoint, layout)
+    assert first.network.state_value_out is None
+    headed = Policy._untrained(first.config, first.network.trunk[0].in_features - PortfolioObs.size(), first.isv,
+                               first.normalizer, first.metadata, first.encoder, state_values=2)
+    loaded = Policy.load(headed.save(tmp_path / "fold_0"), layout)
+    assert tuple(loaded.network.state_value_out.bias.shape) == (first.network.n_branches, 2)
+    for name, tensor in headed.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    observations = random_observations(first, 64, seed=3)
+    assert torch.equal(loaded.act_values(observations), headed.act_values(observations))

@@ -14,6 +14,7 @@ DOCUMENTED = {
     "AugmentationFold",
     "AugmentationInputs",
     "Branch",
+    "CentredSupport",
     "Combination",
     "DiagSnapshot",
     "DimTable",

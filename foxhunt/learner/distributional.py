@@ -1,14 +1,23 @@
 """Distributional maths shared by the loss plugins: the C51 projection and the quantile-Huber loss.
 
-Both are pure functions of tensors (no module state), so they are tested
+All are pure functions of tensors (no module state), so they are tested
 directly against float64 references and any third-party loss can reuse them.
+
+Supports may be shared or per sample. The shared support is ``[Branch, N]``
+(one set of atoms per branch for the whole batch); a per-sample support is
+``[B, Branch, N]`` (atoms centred on each sample's own state value, built by
+:func:`centred_support`). Both the source support (the next state's atoms, which
+:func:`shifted_atoms` moves to ``r + γ^m z``) and the target support (the atoms
+the projection lands on) can be either: every function broadcasts over the
+leading dimensions, and a shared support goes through exactly the arithmetic it
+went through before per-sample supports existed (tested bit for bit).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["project_distribution", "project_sorted", "quantile_huber", "support_atoms"]
+__all__ = ["centred_support", "project_distribution", "project_sorted", "quantile_huber", "shifted_atoms", "support_atoms"]
 
 
 def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, unit: torch.Tensor) -> torch.Tensor:
@@ -20,11 +29,34 @@ def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, 
     return center[:, None] + half_width[:, None] * unit[None, :]
 
 
+def centred_support(center: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """A per-sample support: ``center [B, Branch]`` plus the shared atom offsets ``offsets [Branch, N]``.
+
+    ``offsets`` are ``half_width × linspace(-1, 1)`` per branch, so sample ``i``'s
+    atoms span ``center_i ± half_width``. Returns ``[B, Branch, N]``; increasing
+    along N whenever the half-width is positive (the projection needs that).
+    """
+    return center[..., None] + offsets
+
+
+def shifted_atoms(returns: torch.Tensor, discounts: torch.Tensor, source_support: torch.Tensor) -> torch.Tensor:
+    """The bootstrapped target atoms ``r + γ^m z``: ``returns``, ``discounts`` ``[B, Branch]``.
+
+    ``source_support`` is the next state's support, shared ``[Branch, N]`` or per
+    sample ``[B, Branch, N]``. Returns ``[B, Branch, N]``, non-decreasing along N
+    for ``γ^m >= 0`` and an increasing support (so :func:`project_sorted` applies).
+    """
+    if source_support.dim() == returns.dim():  # shared [Branch, N]: the form the learner always used
+        source_support = source_support[None]
+    return returns[..., None] + discounts[..., None] * source_support
+
+
 def project_distribution(target_atoms: torch.Tensor, target_probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     """Project a categorical distribution onto a (possibly non-uniform, increasing) support.
 
     ``target_atoms``, ``target_probs``: ``[..., j]`` (the shifted atoms ``r + γz``
-    and their probabilities); ``support``: ``[..., i]`` broadcastable to them.
+    and their probabilities); ``support``: ``[..., i]`` broadcastable to them:
+    shared (``[Branch, i]`` or ``[1, Branch, i]``) or per sample (``[B, Branch, i]``).
     Returns ``[..., i]``.
 
     Dense "hat" form: atom ``i`` receives from every target atom ``t`` the weight
@@ -64,6 +96,12 @@ def project_sorted(target_atoms: torch.Tensor, target_probs: torch.Tensor, suppo
     atomics (deterministic), and the prefix sums run in float64 so the
     differences lose nothing to cancellation. Unsorted targets give wrong
     results: use :func:`project_distribution` for those.
+
+    ``support`` broadcasts against the targets' leading dimensions like the
+    dense form's: shared (``[1, Branch, i]``) or per sample (``[B, Branch, i]``,
+    each sample clamped to and projected onto its own atoms). A shared support
+    expanded to every sample gives bit for bit the shared result (each row is
+    computed on its own).
     """
     n_targets = target_atoms.shape[-1]
     lead = torch.broadcast_shapes(target_atoms.shape[:-1], support.shape[:-1], target_probs.shape[:-1])

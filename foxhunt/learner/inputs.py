@@ -40,13 +40,18 @@ class LossInputs:
     - ``online``: :class:`~foxhunt.learner.network.NetworkOutput` on ``batch.obs``
       (``log_probs [B, Branch, A, N]``, ``q [B, Branch, A]``, ``quantiles [B, T, Branch, A]``,
       ``taus [B, T]``, ``ensemble [K, B, Branch, A]``), differentiable.
-    - ``support [Branch, N]``: the atoms of each branch this update.
+    - ``support``: the atoms ``log_probs`` are over: ``[Branch, N]`` shared by the batch, or ``[B, Branch, N]``
+      per sample when a component's :class:`~foxhunt.records.CentredSupport` centres them on each
+      sample's state value (the IQL value head). :meth:`LossInputs.batch_support` gives either as
+      ``[B or 1, Branch, N]``.
     - ``target_atoms``/``target_probs`` ``[B, Branch, N]``: the shifted target atoms
       ``r + γ^m z`` and their target-network probabilities at the next action the
       online net prefers (double DQN); not yet projected. Non-decreasing along N
       (an increasing affine image of the support), so ``project_sorted`` applies.
     - ``target_q [B, Branch]``: the expected n-step target ``r + γ^m E[Z']``.
     - ``target_quantiles [B, Branch, T']``: ``r + γ^m θ'(τ')`` from the target IQN head.
+    - ``target_taken_q [B, Branch]`` or ``None``: the target network's expected Q of the taken action at
+      ``s`` (only when the network has a state-value head; what that head regresses on).
     - ``branch_weights [Branch]``: mean-1 weights for averaging over branches (``grad_balance.scale``).
     - ``health [1]``, ``cql_alpha [1]``: the ISV slots (or their config fallbacks).
     - ``isv``/``layout``: the whole ISV, for components reading slots of their own.
@@ -66,6 +71,11 @@ class LossInputs:
     isv: torch.Tensor
     layout: IsvLayout
     config: LearnerConfig
+    target_taken_q: torch.Tensor | None = None
+
+    def batch_support(self) -> torch.Tensor:
+        """The atoms as ``[B, Branch, N]`` (per sample) or ``[1, Branch, N]`` (shared): what projections broadcast."""
+        return self.support if self.support.dim() == 3 else self.support[None]
 
     def taken(self, values: torch.Tensor, action_dim: int = 2) -> torch.Tensor:
         """Select the taken action of each branch: ``values [B, ..., Branch, A, ...]`` -> without the A dim.
@@ -117,7 +127,7 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
     return LossInputs(
         batch=batch,
         online=online,
-        support=support,
+        support=support if online.support is None else online.support,  # per sample when the network centres
         target_atoms=targets.atoms,
         target_probs=targets.probs,
         target_q=targets.expected,
@@ -129,4 +139,5 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
         isv=sources.isv,
         layout=sources.layout,
         config=sources.config,
+        target_taken_q=targets.taken_q,
     )

@@ -33,13 +33,13 @@ import torch
 
 from foxhunt import contract
 from foxhunt.actions import Branch
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, LayoutError
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
-from foxhunt.learner.distributional import support_atoms
+from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
@@ -51,10 +51,10 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import Encoder, GradientCombiner, LossComponent, ReplayAugmentation
+from foxhunt.records import CentredSupport, Encoder, GradientCombiner, LossComponent, ReplayAugmentation
 from foxhunt.state_loading import check_state
 
-__all__ = ["Learner", "priority_component"]
+__all__ = ["Learner", "priority_component", "centred_support_request"]
 
 INIT_POWER_ITERATIONS = 50  # at construction u/v start random; later updates refine them one step at a time
 COMBINER_PARAMETERS = "combiner.parameters"  # the combiner's learned values in state_dict (only when it has any)
@@ -77,6 +77,32 @@ def priority_component(components: Sequence[LossComponent], name: str) -> LossCo
         f"learner.priority_component: {name!r} {reason} (enabled: {', '.join(names) or 'none'}); "
         f"replay priorities can come from: {choices}"
     )
+
+
+def centred_support_request(components: Sequence[LossComponent]) -> CentredSupport | None:
+    """The one :class:`~foxhunt.records.CentredSupport` the enabled components ask for, or ``None``.
+
+    Two components asking for one each is a :class:`ConfigError` naming both: the network has one state-value
+    head and the atoms one centre, so there is nothing sensible to merge.
+    """
+    asking = [comp for comp in components if comp.centred_support is not None]
+    if len(asking) > 1:
+        raise ConfigError(
+            f"loss components {', '.join(repr(comp.name) for comp in asking)} each ask for atoms centred on a "
+            "state-value head (LossComponent.centred_support); enable at most one of them"
+        )
+    return asking[0].centred_support if asking else None
+
+
+def _floor_view(isv: ISV, name: str) -> torch.Tensor:
+    """The live ``[Branch]`` view of the minimum half-width slot a :class:`CentredSupport` names."""
+    if name not in isv.layout.offsets:
+        raise LayoutError(f"ISV slot {name!r} (the minimum half-width of the centred atom support) is not in the "
+                          "layout; load the plugin that declares it")
+    if isv.layout.width(name) != len(Branch):
+        raise LayoutError(f"ISV slot {name!r} (the minimum half-width of the centred atom support) has width "
+                          f"{isv.layout.width(name)}; the learner reads it as width {len(Branch)} (one per branch)")
+    return isv.view(name)
 
 
 class Learner:
@@ -121,13 +147,18 @@ class Learner:
         self.input_dim = encoder_input_width(self.window, n_features, obs_dim - n_features)  # the network's input
         self.feature_matrix: torch.Tensor | None = None  # the fold's [bars, F], use_features (W > 1 only)
         self.reads = LearnerReads.build(isv, c)
+        # a component's CentredSupport (the IQL value head): a state-value head, atoms centred per sample
+        self.centring = centred_support_request(self.components)
+        self.support_floor = None if self.centring is None else _floor_view(isv, self.centring.floor)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
         # parameter init draws from the global RNG; fork it so construction is seeded and leaves it untouched
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
             encoder = self.encoder.build(n_features, obs_dim - n_features, self.encoder.settings)
-            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder).to(self.device, dtype)
+            head = {} if self.centring is None else {"state_values": self.centring.outputs,
+                                                       "centre": self.centring.centre}
+            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, **head).to(self.device, dtype)
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)
@@ -187,6 +218,16 @@ class Learner:
         return support_atoms(self.reads.center.to(self.dtype), self.reads.half_width.to(self.dtype),
                              self.config.n_atoms, self.unit_atoms)
 
+    def update_support(self) -> torch.Tensor:
+        """The atoms the update's forwards use: :meth:`support`, or, when a component centres them per sample,
+        their ``[Branch, N]`` offsets ``max(half_width, floor) × linspace(-1, 1)``, which the network adds to
+        each sample's centre. Acting keeps :meth:`support`: the centre is the same for every action of a branch
+        and the width positive, so the greedy action is the same either way."""
+        if self.support_floor is None:
+            return self.support()
+        half = torch.maximum(self.reads.half_width, self.support_floor).to(self.dtype)
+        return half[:, None] * self.unit_atoms[None, :]
+
     def sample(self, batch_size: int | None = None) -> Batch:
         """A replay batch with n-step returns under the current per-branch γ."""
         return self.pieces.sample_batch(self, self.replay.uniforms(batch_size or self.config.batch_size))
@@ -196,7 +237,12 @@ class Learner:
 
     @torch.no_grad()
     def targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
-        """Double-DQN n-step targets from the target network (IQN at fractions ``taus [B, T']``), unnormalised."""
+        """Double-DQN n-step targets from the target network (IQN at fractions ``taus [B, T']``), unnormalised.
+
+        ``support`` is :meth:`update_support`'s: with centred atoms each next state's atoms are the target
+        network's own centre plus the offsets, and the target network's expected Q of the taken action at
+        ``s`` is added for the state-value head.
+        """
         b = batch.obs.shape[0]
         next_action = self.network(batch.next_obs, support).q.argmax(-1)  # [B, Branch], online choice
         out = self.target(batch.next_obs, support, taus=taus)
@@ -205,12 +251,19 @@ class Learner:
         q_index = next_action[:, None, :, None].expand(b, taus.shape[1], len(Branch), 1)
         quantiles = out.quantiles.gather(3, q_index).squeeze(3).transpose(1, 2)  # [B, Branch, T']
         mu, sigma = self.popart.mu, self.popart.sigma
-        unnorm_support = support * sigma[:, None] + mu[:, None]  # [Branch, N]
+        source = support if out.support is None else out.support  # [Branch, N] shared, or [B, Branch, N]
+        unnorm_support = source * sigma[:, None] + mu[:, None]
         returns, discounts = batch.returns, batch.discounts  # [B, Branch]
-        atoms = returns[..., None] + discounts[..., None] * unnorm_support[None]
-        expected = returns + discounts * (probs * unnorm_support[None]).sum(-1)
+        atoms = shifted_atoms(returns, discounts, unnorm_support)
+        per_sample = unnorm_support if unnorm_support.dim() == 3 else unnorm_support[None]
+        expected = returns + discounts * (probs * per_sample).sum(-1)
         quantiles = returns[..., None] + discounts[..., None] * (quantiles * sigma[:, None] + mu[:, None])
-        return Targets(atoms, probs, expected, quantiles)
+        taken_q = None
+        if out.state_values is not None:
+            # What the value head regresses on: the target network's Q(s, a), as in IQL (Kostrikov et al. 2021).
+            here = self.target(batch.obs, support).q  # [B, Branch, A], on the target's own centred atoms
+            taken_q = here.gather(-1, batch.actions[..., None]).squeeze(-1) * sigma + mu
+        return Targets(atoms, probs, expected, quantiles, taken_q)
 
     @torch.no_grad()
     def normalised_targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
@@ -220,7 +273,7 @@ class Learner:
     def loss_inputs(self, batch: Batch) -> LossInputs:
         """The targets and the shared online forward on ``batch`` as one :class:`LossInputs`, eager and without
         the PopArt step (what a loss is given during an update, for a plugin's tests and the conformance kit)."""
-        support = self.support()
+        support = self.update_support()
         targets = self.normalised_targets(batch, support, self._taus(batch.obs.shape[0], self.config.n_target_quantiles))
         taus = self._taus(batch.obs.shape[0], self.config.n_quantiles)
         online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
@@ -240,7 +293,7 @@ class Learner:
         batch = Batch(obs=zeros(b, self.input_dim), actions=zeros(b, n_br, dtype=torch.int64), returns=zeros(b, n_br),
                       discounts=zeros(b, n_br), next_obs=zeros(b, self.input_dim), weights=zeros(b) + 1.0,
                       indices=zeros(b, dtype=torch.int64))
-        support = self.support()
+        support = self.update_support()
         targets = self.normalised_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5)
         online = self.network(batch.obs, support, taus=zeros(b, c.n_quantiles) + 0.5, with_ensemble=True)
         inputs = build_loss_inputs(batch, online, support, targets, self.input_sources)
@@ -266,7 +319,7 @@ class Learner:
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""
         b, c, pieces = batch.obs.shape[0], self.config, self.pieces
-        support = self.support()
+        support = self.update_support()
         targets = pieces.prepare_targets(self, batch, support, self._taus(b, c.n_target_quantiles))
         taus = self._taus(b, c.n_quantiles)
         if c.compile:

@@ -10,6 +10,11 @@ trunk feeds four kinds of heads:
 - **IQN**: a cosine embedding of sampled fractions τ modulates the trunk
   features and yields one quantile value per (τ, branch, action).
 - **Ensemble**: K independent value heads, all evaluated by one batched einsum.
+- **State value** (only when a loss component asks, ``state_values > 0``): a small
+  MLP per branch giving ``state_values`` values of the state per branch (the IQL
+  value head's expectiles). With a ``centre`` rule as well, the C51 atoms of
+  each sample are centred on those values (:meth:`BranchingNetwork.forward`).
+  Without it the network has no such parameters and computes nothing more.
 
 Branches have different numbers of actions (``foxhunt.actions.branch_sizes``);
 action tensors are padded to ``A = max(branch sizes)`` and a fixed
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -30,6 +36,7 @@ from torch.nn import functional as F
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner.encoders import IdentityEncoder
+from foxhunt.learner.distributional import centred_support
 
 __all__ = ["BatchedLinear", "BranchingNetwork", "NetworkOutput", "make_action_mask"]
 
@@ -94,7 +101,9 @@ class NetworkOutput:
     ``logits``/``log_probs``: ``[B, Branch, A, N]``; ``q``: ``[B, Branch, A]``
     expected values over each branch's support (padded actions are ``-inf``);
     ``quantiles``: ``[B, T, Branch, A]`` or ``None``; ``taus``: ``[B, T]`` or
-    ``None``; ``ensemble``: ``[K, B, Branch, A]`` or ``None``.
+    ``None``; ``ensemble``: ``[K, B, Branch, A]`` or ``None``; ``state_values``: ``[B, Branch, E]`` from
+    the state-value head or ``None`` (no head); ``support``: ``[B, Branch, N]``, the per-sample atoms
+    ``log_probs`` and ``q`` are over when the network centres them, else ``None`` (the support passed in).
     """
 
     log_probs: torch.Tensor
@@ -102,13 +111,23 @@ class NetworkOutput:
     quantiles: torch.Tensor | None = None
     taus: torch.Tensor | None = None
     ensemble: torch.Tensor | None = None
+    state_values: torch.Tensor | None = None
+    support: torch.Tensor | None = None
 
 
 class BranchingNetwork(nn.Module):
-    """Trunk + dueling C51 per branch + IQN head + K-head ensemble (see the module docstring)."""
+    """Trunk + dueling C51 per branch + IQN head + K-head ensemble (see the module docstring).
+
+    ``state_values`` > 0 adds the state-value head (``E`` = ``state_values`` outputs per branch); ``centre``
+    (``[B, Branch, E] -> [B, Branch]``, given detached values) then centres each sample's atoms on them, and
+    the ``support`` passed to :meth:`forward` is read as the atoms' offsets from that centre
+    (``half_width × linspace(-1, 1)``, ``[Branch, N]``). Both come from a loss component's
+    :class:`~foxhunt.records.CentredSupport`; left out, the network is exactly the one without them.
+    """
 
     def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None,
-                 encoder: nn.Module | None = None) -> None:
+                 encoder: nn.Module | None = None, *, state_values: int = 0,
+                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         """``obs_dim``: the width of the network's input (the encoder input, ``[B, obs_dim]``). ``encoder`` maps
         it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity (``mlp``)."""
         super().__init__()
@@ -146,6 +165,10 @@ class BranchingNetwork(nn.Module):
             config.ensemble_size, hh, n_br * n_act, shared_input=False,
             row_mask=action_rows[None, :].expand(config.ensemble_size, -1),
         )
+        # Built last and only on request, so a network without it has the same parameters in the same order.
+        self.state_value_hidden = BatchedLinear(n_br, features, hh, shared_input=True) if state_values else None
+        self.state_value_out = BatchedLinear(n_br, hh, state_values, shared_input=False) if state_values else None
+        self.centre = centre if state_values else None
 
     def weight_matrices(self) -> list[nn.Parameter]:
         """Every weight matrix (spectral normalisation bounds each one)."""
@@ -159,6 +182,11 @@ class BranchingNetwork(nn.Module):
     def scalar_output_layers(self) -> list[nn.Module]:
         """Final layers whose outputs are values (IQN quantiles, ensemble Q): PopArt rescales these."""
         return [self.iqn_out, self.ensemble_out]
+
+    def branch_value_layers(self) -> list[nn.Module]:
+        """Final layers with rows ``[Branch, E]`` whose outputs are values (the state-value head): PopArt
+        rescales these per branch. Empty without the head."""
+        return [] if self.state_value_out is None else [self.state_value_out]
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         h = self.encoder(obs)  # [B, encoder.out_features]
@@ -214,7 +242,9 @@ class BranchingNetwork(nn.Module):
     def distribution(self, h: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Dueling C51 per branch: ``(log_probs [B, Branch, A, N], q [B, Branch, A])``; ``support`` is ``[Branch, N]``."""
         log_probs = F.log_softmax(self.logits(h), dim=-1)
-        q = (log_probs.exp() * support[None, :, None, :]).sum(-1)
+        # shared [Branch, N] or per sample [B, Branch, N]: either way one support per (sample,) branch
+        atoms = support[None, :, None, :] if support.dim() == 2 else support[:, :, None, :]
+        q = (log_probs.exp() * atoms).sum(-1)
         q = q.masked_fill(~self.action_mask, float("-inf"))
         return log_probs, q
 
@@ -244,10 +274,19 @@ class BranchingNetwork(nn.Module):
         out = self.ensemble_out(hidden)  # [B, K, Branch*A]
         return out.view(h.shape[0], self.ensemble_size, self.n_branches, self.n_actions).transpose(0, 1)
 
+    def state_value_heads(self, h: torch.Tensor) -> torch.Tensor:
+        """The state-value head: ``[B, Branch, E]`` (one small MLP per branch on the trunk's features)."""
+        return self.state_value_out(F.relu(self.state_value_hidden(h)))
+
     def forward(self, obs: torch.Tensor, support: torch.Tensor, taus: torch.Tensor | None = None,
                 with_ensemble: bool = False) -> NetworkOutput:
         h = self.features(obs)
-        log_probs, q = self.distribution(h, support)
+        state_values = None if self.state_value_out is None else self.state_value_heads(h)
+        sample_support = None
+        if state_values is not None and self.centre is not None:
+            # the atoms are coordinates, not a prediction: no distributional loss moves the centre
+            sample_support = centred_support(self.centre(state_values.detach()), support)  # [B, Branch, N]
+        log_probs, q = self.distribution(h, support if sample_support is None else sample_support)
         quantiles = None if taus is None else self.quantile_values(h, taus)
         ensemble = self.ensemble_values(h) if with_ensemble else None
-        return NetworkOutput(log_probs, q, quantiles, taus, ensemble)
+        return NetworkOutput(log_probs, q, quantiles, taus, ensemble, state_values, sample_support)

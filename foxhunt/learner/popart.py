@@ -8,8 +8,9 @@ value-producing final layer is rescaled so its *unnormalised* output
     W' = (σ / σ') W        b' = (σ b + μ - μ') / σ'
 
 That correction is applied to the online and the target network alike. It
-applies to layers whose outputs are values — the IQN quantile layer and the
-ensemble heads. The C51 heads output logits over a fixed (normalised) support,
+applies to layers whose outputs are values — the IQN quantile layer, the
+ensemble heads and, when a loss asked for it, the state-value head (rows
+``[Branch, E]``, rescaled per branch). The C51 heads output logits over a fixed (normalised) support,
 and no change of logits can move a categorical distribution's atoms, so C51
 gets the "ART" half only: its targets are normalised with the current
 statistics, and its unnormalised prediction drifts by O(popart_beta) per update
@@ -54,11 +55,12 @@ class PopArt(nn.Module):
         return q * self.sigma[None, :, None] + self.mu[None, :, None]
 
     @torch.no_grad()
-    def update(self, targets: torch.Tensor, layers: list[nn.Module]) -> None:
+    def update(self, targets: torch.Tensor, layers: list[nn.Module], branch_layers: list[nn.Module] = ()) -> None:
         """Move the statistics toward the batch of unnormalised ``targets [B, Branch]`` and rescale ``layers``.
 
         ``layers`` hold rows ordered ``(Branch, A)`` in their last output
-        dimension (``weight [..., Branch*A, in]``, ``bias [..., Branch*A]``).
+        dimension (``weight [..., Branch*A, in]``, ``bias [..., Branch*A]``);
+        ``branch_layers`` hold rows ``[Branch, E]`` (``weight [Branch, E, in]``, ``bias [Branch, E]``).
         """
         if not self.enabled:
             return
@@ -66,6 +68,18 @@ class PopArt(nn.Module):
         self.mu.lerp_(targets.mean(0), self.beta)
         self.nu.lerp_((targets * targets).mean(0), self.beta)
         self.rescale(mu_old, sigma_old, layers)
+        if branch_layers:  # a fixed list for the run: no branch on a tensor value
+            self.rescale_branch_layers(mu_old, sigma_old, branch_layers)
+
+    @torch.no_grad()
+    def rescale_branch_layers(self, mu_old: torch.Tensor, sigma_old: torch.Tensor, layers: list[nn.Module]) -> None:
+        """:meth:`rescale` for layers whose rows are ``[Branch, E]`` (E values of each branch)."""
+        sigma_new = self.sigma
+        scale = (sigma_old / sigma_new)[:, None]  # [Branch, 1]
+        shift = ((mu_old - self.mu) / sigma_new)[:, None]
+        for layer in layers:
+            layer.weight.mul_(scale[..., None])
+            layer.bias.mul_(scale).add_(shift)
 
     @torch.no_grad()
     def rescale(self, mu_old: torch.Tensor, sigma_old: torch.Tensor, layers: list[nn.Module]) -> None:

@@ -46,7 +46,8 @@ def prepare_targets(learner: Learner, batch: Batch, support: torch.Tensor, taus:
     """
     targets = learner.targets(batch, support, taus)
     layers = learner.network.scalar_output_layers() + learner.target.scalar_output_layers()
-    learner.popart.update(targets.expected, layers)
+    branch_layers = learner.network.branch_value_layers() + learner.target.branch_value_layers()
+    learner.popart.update(targets.expected, layers, branch_layers)
     return targets.normalised(learner.popart.mu, learner.popart.sigma)
 
 

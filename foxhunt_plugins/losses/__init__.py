@@ -15,6 +15,10 @@ cql        0.10
 
 Disabling a component means re-balancing the others in ``[learner.budgets]``;
 the learner refuses budgets that do not sum to 1 (invariant 9).
+
+``iql`` (the IQL value head, budget 0.10) is opt-in: it returns its component
+only with ``[plugins.iql] enabled = true``, and a run that enables it gives it
+a share of another's budget (e.g. ``c51 = 0.30``).
 """
 
 __all__: list[str] = []

@@ -45,7 +45,8 @@ class C51Settings:
 def c51_per_branch(inputs: LossInputs, label_smoothing_max: float = LABEL_SMOOTHING_MAX) -> torch.Tensor:
     """Cross-entropy ``[B, Branch]``."""
     # r + γ^m z is sorted along N, so the O(N log N) projection applies
-    projected = project_sorted(inputs.target_atoms, inputs.target_probs, inputs.support[None])  # [B, Branch, N]
+    # onto the shared support ([1, Branch, N]) or, when a component centres the atoms, each sample's own ([B, Branch, N])
+    projected = project_sorted(inputs.target_atoms, inputs.target_probs, inputs.batch_support())  # [B, Branch, N]
     n_atoms = projected.shape[-1]
     smoothing = label_smoothing_max * (1.0 - torch.clamp(inputs.health, 0.0, 1.0))  # [1]
     target = (1.0 - smoothing) * projected + smoothing / n_atoms

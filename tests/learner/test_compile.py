@@ -49,3 +49,22 @@ def test_a_second_learner_of_the_same_shape_reuses_the_compiled_update(make_lear
         for _ in range(2):
             second.step(32)
     assert compiled_graphs() == PIECES
+
+
+def test_compiled_updates_with_atoms_centred_on_the_iql_value_head_match_eager(make_learner) -> None:
+    """The state-value head, the per-sample atoms and the head's PopArt rescale compile whole (fullgraph)."""
+    from foxhunt_plugins.losses import iql
+
+    runs = []
+    for compiled in (False, True):
+        learner = make_learner(compile=compiled, extra=[(iql, "iql")], settings={"iql": {"enabled": True}},
+                               budgets={"c51": 0.3, "iql": 0.1})
+        for _ in range(2):
+            learner.step(32)
+        assert compiled_graphs() == (PIECES if compiled else 0)
+        runs.append(learner)
+    eager, compiled = runs
+    for a, b in zip(eager.params, compiled.params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    for name in ("loss.iql", "loss.c51", "grad_norm.iql", "popart.mu"):
+        torch.testing.assert_close(eager.metrics()[name], compiled.metrics()[name], rtol=1e-4, atol=1e-6)

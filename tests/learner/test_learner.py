@@ -194,3 +194,129 @@ def test_target_atoms_are_sorted_for_the_sorted_projection(make_learner) -> None
         learner.step(32)
     atoms = learner.loss_inputs(learner.sample(64)).target_atoms
     assert (atoms[..., 1:] >= atoms[..., :-1]).all()
+
+
+# -- atoms centred on a state-value head (a component's CentredSupport; the IQL value head asks for one) ------------
+IQL_BUDGETS = {"c51": 0.3, "iql": 0.1}
+
+
+def centred_learner(make_learner, *, iql_settings: dict | None = None, **changes):
+    from foxhunt_plugins.losses import iql
+
+    settings = {"iql": {"enabled": True, **(iql_settings or {})}}
+    return make_learner(extra=[(iql, "iql")], settings=settings, budgets=IQL_BUDGETS, **changes)
+
+
+def test_a_learner_without_a_centring_component_has_no_head_and_shares_its_support(make_learner) -> None:
+    learner = make_learner()
+    assert learner.centring is None and learner.network.state_value_out is None
+    assert torch.equal(learner.update_support(), learner.support())
+    assert learner.loss_inputs(learner.sample(8)).support.shape == learner.support().shape  # [Branch, N]
+
+
+def test_two_components_asking_for_centred_atoms_are_refused() -> None:
+    from foxhunt.errors import ConfigError
+    from foxhunt.learner.learner import centred_support_request
+    from foxhunt.records import CentredSupport, LossComponent
+
+    def component(name: str) -> LossComponent:
+        return LossComponent(name, 0.5, lambda inputs: torch.zeros(()), "a loss", reads=("x.floor",),
+                             centred_support=CentredSupport(2, lambda v: v.mean(-1), "x.floor"))
+
+    assert centred_support_request([component("a")]) is not None
+    with pytest.raises(ConfigError, match="'a', 'b' each ask for atoms centred"):
+        centred_support_request([component("a"), component("b")])
+
+
+@pytest.mark.parametrize(("v_range", "floor", "width"), [((-10.0, 10.0), 1.0, 10.0), ((-0.5, 0.5), 1.0, 1.0),
+                                                         ((-10.0, 10.0), 25.0, 25.0)])
+def test_the_update_support_is_the_offsets_with_the_floor_under_the_half_width(make_learner, v_range, floor, width) -> None:
+    learner = centred_learner(make_learner, iql_settings={"support_floor": floor}, v_min=v_range[0], v_max=v_range[1])
+    expected = torch.full((len(Branch), 1), width) * torch.linspace(-1.0, 1.0, learner.config.n_atoms)
+    torch.testing.assert_close(learner.update_support(), expected, rtol=0, atol=1e-6)
+    assert torch.equal(learner.support_floor, torch.full((len(Branch),), floor))  # a live view of the ISV slot
+    learner.isv.write("iql.support_floor", [50.0] * len(Branch))
+    assert float(learner.update_support().max()) == 50.0  # read live, not copied
+
+
+def test_centred_targets_use_each_next_states_own_atoms_against_a_float64_loop(make_learner) -> None:
+    """atoms = r + γ^m (σ (c'(s') + w z) + μ) with c' the target network's centre at s'; the state-value target
+    is the target network's Q(s, a) on its centred atoms at s. Checked element by element in float64."""
+    from foxhunt_plugins.losses.iql import value_centre
+
+    learner = centred_learner(make_learner, dtype=torch.float64, popart_beta=0.3)
+    for _ in range(3):
+        learner.step(32)  # PopArt and the networks move away from their start
+    batch = learner.sample(12)
+    support = learner.update_support()
+    taus = learner._taus(12, learner.config.n_target_quantiles)
+    targets = learner.targets(batch, support, taus)
+    target = learner.target
+    with torch.no_grad():
+        centre_next = value_centre(target.state_value_heads(target.features(batch.next_obs)), 0.5)  # [B, Branch]
+        centre_here = value_centre(target.state_value_heads(target.features(batch.obs)), 0.5)
+        probs_here = target(batch.obs, support).log_probs.exp()  # [B, Branch, A, N]
+    mu, sigma = learner.popart.mu.tolist(), learner.popart.sigma.tolist()
+    z = support.tolist()
+    for i in range(12):
+        for b in range(len(Branch)):
+            r, g = float(batch.returns[i, b]), float(batch.discounts[i, b])
+            atoms = [r + g * (sigma[b] * (float(centre_next[i, b]) + z[b][j]) + mu[b]) for j in range(len(z[b]))]
+            torch.testing.assert_close(targets.atoms[i, b], torch.tensor(atoms, dtype=torch.float64), rtol=1e-12, atol=1e-12)
+            unnorm = [sigma[b] * (float(centre_next[i, b]) + z[b][j]) + mu[b] for j in range(len(z[b]))]
+            expected = r + g * sum(float(p) * u for p, u in zip(targets.probs[i, b], unnorm, strict=True))
+            torch.testing.assert_close(targets.expected[i, b], torch.tensor(expected, dtype=torch.float64), rtol=1e-10, atol=1e-10)
+            action = int(batch.actions[i, b])
+            q_here = sum(float(p) * (float(centre_here[i, b]) + z[b][j]) for j, p in enumerate(probs_here[i, b, action]))
+            torch.testing.assert_close(targets.taken_q[i, b], torch.tensor(sigma[b] * q_here + mu[b], dtype=torch.float64),
+                                       rtol=1e-10, atol=1e-10)
+    assert (targets.atoms[..., 1:] >= targets.atoms[..., :-1]).all()  # still sorted for the sorted projection
+
+
+def test_centred_loss_inputs_carry_each_samples_atoms_and_the_value_target(make_learner) -> None:
+    from foxhunt_plugins.losses.iql import value_centre
+
+    learner = centred_learner(make_learner, dtype=torch.float64, iql_settings={"centre_mix": 0.8})
+    inputs = learner.loss_inputs(learner.sample(16))
+    online = learner.network
+    with torch.no_grad():
+        values = online.state_value_heads(online.features(inputs.batch.obs))
+    expected = value_centre(values, 0.8)[..., None] + learner.update_support()
+    torch.testing.assert_close(inputs.support, expected, rtol=1e-12, atol=1e-12)
+    assert inputs.batch_support() is inputs.support  # [B, Branch, N]: projections land on each sample's atoms
+    assert inputs.target_taken_q.shape == (16, len(Branch))
+
+
+def test_centred_functional_gradients_equal_the_autograd_loop(make_learner) -> None:
+    """The torch.func form (compiled updates) gives the eager loop's gradient with the value head and centred atoms."""
+    from foxhunt.learner.functional import FunctionalGradients
+
+    learner = centred_learner(make_learner, dtype=torch.float64)
+    batch = learner.sample(32)
+    support = learner.update_support()
+    targets = learner.normalised_targets(batch, support, learner._taus(32, learner.config.n_target_quantiles))
+    taus = learner._taus(32, learner.config.n_quantiles)
+    reference = learner.loop_gradients(batch, support, taus, targets)
+    groups = learner.reach_groups()
+    assert [[learner.components[k].name for k in group] for group in groups] == [
+        ["c51", "mse", "cql"], ["iqn"], ["ensemble"], ["iql"]]
+    functional = FunctionalGradients(learner.network, learner.components, learner.priority_component,
+                                     learner.gradients.limits, learner.config.max_grad_norm, learner.input_sources, groups)
+    step = functional(learner.param_dict, batch, support, taus, targets)
+    torch.testing.assert_close(reference.budgeted.flat, step.budgeted.flat, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(reference.losses, step.losses)
+
+
+def test_a_centred_learner_is_deterministic_and_its_state_round_trips(make_learner) -> None:
+    a = centred_learner(make_learner, seed=1)
+    for _ in range(3):
+        a.step(32)
+    assert any(name.startswith("network.state_value_out") for name in a.state_dict())
+    b = centred_learner(make_learner, seed=99, fill=0)
+    b.load_state_dict(a.state_dict())
+    for _ in range(3):
+        a.step(32)
+        b.step(32)
+    for name, tensor in a.state_dict().items():
+        assert torch.equal(tensor, b.state_dict()[name]), name
+    assert math.isfinite(float(a.metrics()["loss.iql"]))

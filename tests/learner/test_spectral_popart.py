@@ -84,3 +84,27 @@ def test_learner_popart_step_preserves_target_outputs(make_learner, kit) -> None
     after = unnormalised_outputs(learner.target, learner.popart, obs, taus)
     for a, b in zip(before, after, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_popart_rescale_preserves_the_unnormalised_state_value(kit) -> None:
+    """The state-value head's rows are [Branch, E]: rescaled per branch, its σ V + μ is unchanged (float64)."""
+    g = torch.Generator().manual_seed(6)
+    torch.manual_seed(6)
+    net = BranchingNetwork(kit.obs_dim, kit.small_config(), state_values=2, centre=lambda v: v.mean(-1)).double()
+    popart = PopArt(len(Branch), net.n_actions, beta=0.5, sigma_min=1e-4, enabled=True, dtype=torch.float64)
+    obs = torch.randn(9, kit.obs_dim, generator=g, dtype=torch.float64)
+    taus = torch.rand(9, 4, generator=g, dtype=torch.float64)
+
+    def state_value() -> torch.Tensor:
+        return net.state_value_heads(net.features(obs)) * popart.sigma[:, None] + popart.mu[:, None]  # [B, Branch, E]
+
+    for _ in range(3):
+        before, others = state_value(), unnormalised_outputs(net, popart, obs, taus)
+        mu_before = popart.mu.clone()
+        targets = torch.randn(64, len(Branch), generator=g, dtype=torch.float64) * 20 - 5
+        popart.update(targets, net.scalar_output_layers(), net.branch_value_layers())
+        assert not torch.allclose(popart.mu, mu_before)
+        torch.testing.assert_close(state_value(), before, rtol=1e-12, atol=1e-12)
+        for a, b in zip(others, unnormalised_outputs(net, popart, obs, taus), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert len(net.weight_matrices()) == 13  # the head's two matrices are spectrally normalised like every other

@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, Phase, settings
 
 import fake_plugins
 from foxhunt.errors import PluginError
+from foxhunt.config import load_config
 from foxhunt.testing import check_plugin, conformance_machine
 from foxhunt_plugins.adaptive import tau
-from foxhunt_plugins.losses import mse
+from foxhunt_plugins.losses import iql, mse
 
 # Derandomized so the suite is reproducible. A well-formed plugin runs a few examples; a broken variant
 # gets enough examples for its failing sequence to come up, and stops at the first failure (no shrinking:
@@ -36,6 +37,12 @@ def test_a_well_formed_plugin_passes():
 @pytest.mark.parametrize(("plugin", "name"), [(mse, "mse"), (tau, "tau")])
 def test_builtin_plugins_pass(plugin, name):
     assert run_case(conformance_machine(plugin, name, test_settings=QUICK)) == ""
+
+
+def test_the_opt_in_iql_plugin_passes_switched_on():
+    """Its floor slot, its state entry and the learner's state-value head, through resets and checkpoints."""
+    enabled = load_config(None, ["plugins.iql.enabled=true"])
+    assert run_case(conformance_machine(iql, "iql", enabled, test_settings=QUICK)) == ""
 
 
 def test_slot_without_reset_entry_is_refused_naming_the_slot_and_the_fix():
