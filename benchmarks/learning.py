@@ -56,6 +56,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "pcgrad": ['learner.combiner="pcgrad"'],
         "uncertainty": ['learner.combiner="uncertainty"'],
     },
+    "encoders": {  # docs/learner.md, "Encoders": the window plugins at their default settings (16 bars)
+        "mlp (default)": [],
+        "attention": ['learner.encoder="attention"'],
+        "scan": ['learner.encoder="scan"'],
+    },
     "recovery": {  # docs/learner.md, "Plateau recovery" (not run yet)
         "off (default)": [],
         "on": ["train.recovery.enabled=true"],

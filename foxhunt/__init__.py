@@ -25,8 +25,8 @@ from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugin_host import PluginHost, PluginSelection
-from foxhunt.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, GradientCombiner,
-                             Kernel, KernelPoint, LossComponent, ReplayAugmentation)
+from foxhunt.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, Encoder,
+                             GradientCombiner, Kernel, KernelPoint, LossComponent, ReplayAugmentation)
 from foxhunt.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
@@ -40,6 +40,7 @@ __all__ = [
     "Combination",
     "DiagSnapshot",
     "DimTable",
+    "Encoder",
     "FoxhuntError",
     "GradientCombiner",
     "ISV",

@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 AUDIT_ATTRIBUTE = "FOXHUNT_AUDIT"  # a plugin module's own audit rows (markdown text)
-KINDS = ("plugin", "loss", "combiner", "augmentation", "kernel", "monitor")
+KINDS = ("plugin", "loss", "combiner", "encoder", "augmentation", "kernel", "monitor")
 STATUSES = ("wired", "partial", "orphan", "out of scope")
 HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|"
 STATUS_PLACEHOLDER = "(status)"

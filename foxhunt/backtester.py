@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import torch
 
 from foxhunt.checkpoint import checkpoint_layout, read_metadata, verify_layout
 from foxhunt.checkpoint_fields import PolicyRecord, read_policy_record
@@ -185,7 +186,7 @@ def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None 
     host = PluginHost(config.plugins).discover().declare()
     registries = host.freeze()
     _refuse_other_plugins(path, metadata, record, host, registries)  # first: no data is touched for a foreign layout
-    policy = Policy.load(path, registries.layout, device)
+    policy = Policy.load(path, registries.layout, device, host.encoders(config))  # its encoder, or refused
     saved_set = record.feature_set
     try:
         feature_set = FeatureSet(saved_set.name, saved_set.version, saved_set.names)
@@ -210,6 +211,7 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     features = compute_features(market, loaded.feature_set, config.features.make_cache())
     values = np.array(policy.normalizer.apply(features.values), dtype=np.float32)
     values[: features.warmup] = 0.0
+    policy.use_features(torch.from_numpy(values).to(device))  # an encoder window gathers its bars from these
     same_data = market.content_hash() == record.data_hash
     if same_data:
         bars, window_name = _saved_window(record, window, str(path), len(market)), window

@@ -47,6 +47,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
 from foxhunt.learner.combiners import unknown_combiner
+from foxhunt.learner.encoders import unknown_encoder
 from foxhunt.plugin_host import PluginHost
 from foxhunt.profiles import device_name
 
@@ -256,7 +257,11 @@ def check_config(config: FoxhuntConfig) -> FoxhuntConfig:
     host = PluginHost(config.plugins).discover().declare()
     host.freeze()  # the plugins' own tables: PluginError naming each
     # a name no loaded plugin provides: the same one-paragraph refusal as every other value
-    reason = unknown_combiner(host.gradient_combiners(config), config.learner.combiner)
-    if reason is not None:
-        raise ConfigError(f"this configuration cannot run:\n  learner.combiner: {reason}")
+    unknown = [(key, reason) for key, reason in (
+        ("learner.combiner", unknown_combiner(host.gradient_combiners(config), config.learner.combiner)),
+        ("learner.encoder", unknown_encoder(host.encoders(config), config.learner.encoder)),
+    ) if reason is not None]
+    if unknown:
+        lines = "\n".join(f"  {key}: {reason}" for key, reason in unknown)
+        raise ConfigError(f"this configuration cannot run:\n{lines}")
     return config

@@ -23,7 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from foxhunt.monitors import AdaptiveMonitor
-    from foxhunt.records import GradientCombiner, Kernel, LossComponent, ReplayAugmentation
+    from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
     from foxhunt.registrar import Registrar
 
 __all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
@@ -100,6 +100,22 @@ def foxhunt_kernels(config: Any, settings: Any) -> list[Kernel]:
         must name ISV slots its own plugin declared.
 
     Called once after freeze. Two kernels with the same name stop the run.
+    """
+
+
+@hookspec
+def foxhunt_encoders(config: Any, settings: Any) -> list[Encoder]:
+    """Return the encoders this plugin offers the learner: what turns the last W bars into the trunk's input.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none); an encoder that
+        needs them at build time puts them in its record's ``settings``.
+    :return: a list of :class:`foxhunt.records.Encoder` (may be empty).
+
+    Called once after freeze. Results from every plugin are concatenated (the core's learner plugin provides
+    ``mlp``, the one-bar default); two encoders with the same name stop the run. The learner uses the one
+    ``[learner] encoder`` names; a name no loaded plugin provides is refused before the run starts, listing
+    the available ones.
     """
 
 

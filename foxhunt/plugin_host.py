@@ -27,7 +27,7 @@ from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
 from foxhunt.monitors import AdaptiveMonitor
 from foxhunt.plugin_config import PluginSelection
-from foxhunt.records import GradientCombiner, Kernel, LossComponent, ReplayAugmentation
+from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
 from foxhunt.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 
@@ -445,6 +445,11 @@ class PluginHost:
         is registered); ``[learner] combiner`` picks one (:func:`foxhunt.learner.select_combiner`)."""
         return [item for _, item in self._collect("foxhunt_gradient_combiners", GradientCombiner, config)]
 
+    def encoders(self, config: Any) -> list[Encoder]:
+        """Every encoder of the loaded plugins (the core's ``mlp`` among them when the core is registered);
+        ``[learner] encoder`` picks one (:func:`foxhunt.learner.select_encoder`)."""
+        return [item for _, item in self._collect("foxhunt_encoders", Encoder, config)]
+
     def replay_augmentations(self, config: Any) -> list[ReplayAugmentation]:
         """Every replay augmentation the loaded plugins switch on, in the order the replay applies them (by name)."""
         collected = self._collect("foxhunt_replay_augmentations", ReplayAugmentation, config)
@@ -498,11 +503,13 @@ class PluginHost:
         return {item.name: (kind, owner) for kind, owner, item in self.components(config, settings)}
 
     def components(self, config: Any, settings: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
-        """``(kind, plugin, record)`` of every loss component, combiner, augmentation, kernel and monitor, unvalidated (the audit's view:
-        it reports what is wrong rather than stopping at it). ``settings`` as for :meth:`component_owners`."""
+        """``(kind, plugin, record)`` of every loss component, combiner, encoder, augmentation, kernel and monitor,
+        unvalidated (the audit's view: it reports what is wrong rather than stopping at it). ``settings`` as for
+        :meth:`component_owners`."""
         found = []
         for kind, hook in (("loss", "foxhunt_loss_components"), ("combiner", "foxhunt_gradient_combiners"),
-                           ("augmentation", "foxhunt_replay_augmentations"), ("kernel", "foxhunt_kernels"),
+                           ("encoder", "foxhunt_encoders"), ("augmentation", "foxhunt_replay_augmentations"),
+                           ("kernel", "foxhunt_kernels"),
                            ("monitor", "foxhunt_monitors")):
             found += [(kind, owner, item) for owner, item in self._collect(hook, None, config, settings)]
         return found

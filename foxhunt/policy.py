@@ -15,6 +15,13 @@ order, so a saved policy gives bit for bit the actions the run measured.
 The trainer tests each fold with its saved policy, ``foxhunt backtest`` and
 ``foxhunt export`` load one (through :func:`foxhunt.backtester.load_policy`,
 which first checks the plugin set the layout comes from).
+
+A policy acts through the encoder it was trained with (``[learner] encoder``):
+the metadata records its name and window (``encoder``), and :meth:`Policy.load`
+refuses a checkpoint whose encoder no loaded plugin provides, or provides with
+another window. With a window W > 1 it gathers the bars before each
+observation's from the feature matrix given to :meth:`Policy.use_features`, as
+the learner does.
 """
 
 from __future__ import annotations
@@ -35,12 +42,14 @@ from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features import Normalizer
 from foxhunt.isv import ISV, IsvLayout
-from foxhunt.learner import (BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt, SpectralNorm,
-                             learner_config_of, support_atoms)
+from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt,
+                             SpectralNorm, learner_config_of, support_atoms, window_input)
+from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
 from foxhunt.plugin_config import migrate_saved
+from foxhunt.records import Encoder
 from foxhunt.state_loading import load_in_place
 
-__all__ = ["Policy", "POLICY_KIND", "refuse_other_kind", "saved_config"]
+__all__ = ["Policy", "POLICY_KIND", "refuse_other_kind", "saved_config", "saved_encoder"]
 
 POLICY_KIND = "policy"  # metadata "kind" of a fold checkpoint
 # The tensors' names in the file: the learner wrote policy checkpoints before this class did.
@@ -50,6 +59,7 @@ _HINT = "the checkpoint was made with another network shape or precision"
 _DTYPE = torch.float32
 # Written by save_checkpoint from the layout and the bytes: never part of the policy's own metadata.
 _SEALED_KEYS = ("isv", "integrity")
+ENCODER_KEY = "encoder"  # metadata: {"name": ..., "window": W}; absent in checkpoints made before encoders (mlp, 1)
 
 
 def refuse_other_kind(metadata: Mapping[str, Any], path: Path) -> None:
@@ -73,17 +83,43 @@ def saved_config(record: PolicyRecord, source: str, plugins: Mapping[str, Any] |
         raise CheckpointError(f"{source}: the saved config is not valid ({error}); the checkpoint is damaged or altered") from None
 
 
+def saved_encoder(metadata: Mapping[str, Any], config: LearnerConfig, encoders: Any, path: Path) -> Encoder:
+    """The encoder a checkpoint was trained with, among ``encoders`` (the loaded plugins'): refused with a
+    :class:`CheckpointError` when none of them has its name, or has it with another window."""
+    saved = metadata.get(ENCODER_KEY, {"name": MLP_ENCODER.name, "window": MLP_ENCODER.window})
+    if (not isinstance(saved, Mapping) or not isinstance(saved.get("name"), str)
+            or isinstance(saved.get("window"), bool) or not isinstance(saved.get("window"), int)):
+        raise CheckpointError(f"{path}: metadata {ENCODER_KEY!r} is {saved!r}, expected {{'name': str, 'window': int}}; "
+                              "the checkpoint is damaged or altered")
+    if saved["name"] != config.encoder:
+        raise CheckpointError(f"{path}: metadata says encoder {saved['name']!r} but the saved config says "
+                              f"{config.encoder!r}; the checkpoint is damaged or altered")
+    reason = unknown_encoder(encoders, saved["name"])
+    if reason is not None:
+        raise CheckpointError(f"{path}: the policy was trained with encoder {saved['name']!r}, and {reason}")
+    encoder = next(e for e in encoders if e.name == saved["name"])
+    if encoder.window != saved["window"]:
+        raise CheckpointError(f"{path}: the policy was trained with encoder {saved['name']!r} over {saved['window']} "
+                              f"bars, but the loaded plugin's gives {encoder.window}; set that plugin's window back "
+                              f"to {saved['window']} (or leave its settings as the checkpoint saved them)")
+    return encoder
+
+
 class Policy:
-    """``act_values(obs)`` → expected Q ``[N, Branch, A]`` in return units; ``greedy_actions(obs)`` → ``[N, Branch]``.
+    """``act_values(obs, bars)`` → expected Q ``[N, Branch, A]`` in return units; ``greedy_actions`` → ``[N, Branch]``.
 
     ``isv`` supplies the atom support (its support slots, or ``config``'s ``v_min``/``v_max`` when the layout
     has none); ``normalizer`` maps raw features to the market part of an observation; ``metadata`` is the
-    provenance :meth:`save` writes beside the tensors.
+    provenance :meth:`save` writes beside the tensors. ``encoder`` is the encoder record the network was built
+    with, ``n_features`` the market part of an observation (for a window, ``bars`` and :meth:`use_features`).
     """
 
     def __init__(self, network: BranchingNetwork, spectral: SpectralNorm, popart: PopArt, isv: ISV,
-                 config: LearnerConfig, normalizer: Normalizer, metadata: Mapping[str, Any]) -> None:
+                 config: LearnerConfig, normalizer: Normalizer, metadata: Mapping[str, Any],
+                 encoder: Encoder = MLP_ENCODER, n_features: int = 0) -> None:
         self.network, self.spectral, self.popart = network, spectral, popart
+        self.encoder, self.window, self.n_features = encoder, encoder.window, n_features
+        self.feature_matrix: torch.Tensor | None = None
         self.isv = isv
         self.config = config
         self.normalizer = normalizer
@@ -98,7 +134,10 @@ class Policy:
     def of_learner(cls, learner: Learner, normalizer: Normalizer, metadata: Mapping[str, Any]) -> Policy:
         """The learner's current greedy policy, sharing its live modules and ISV (not copies): save it, then
         let it go, since it changes as the learner trains."""
-        return cls(learner.network, learner.spectral, learner.popart, learner.isv, learner.config, normalizer, metadata)
+        policy = cls(learner.network, learner.spectral, learner.popart, learner.isv, learner.config, normalizer,
+                     metadata, learner.encoder, learner.n_features)
+        policy.feature_matrix = learner.feature_matrix
+        return policy
 
     # -- acting ------------------------------------------------------------------------
     def support(self) -> torch.Tensor:
@@ -106,14 +145,29 @@ class Policy:
         return support_atoms(self._center.to(self.dtype), self._half_width.to(self.dtype), self.config.n_atoms,
                              self._unit_atoms)
 
-    @torch.no_grad()
-    def act_values(self, obs: torch.Tensor) -> torch.Tensor:
-        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
-        return self.popart.unnormalize_q(self.network.expected_q(obs.to(self.dtype), self.support()))
+    def use_features(self, features: torch.Tensor) -> None:
+        """The normalised feature matrix ``[bars, F]`` on the policy's device that an encoder window is gathered
+        from (the one the backtest's environment reads); unused for a one-bar encoder."""
+        self.feature_matrix = features
 
-    def greedy_actions(self, obs: torch.Tensor) -> torch.Tensor:
+    def encoder_input(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
+        """The network's input for observations ``obs [N, D]`` at bars ``bars [N]`` (``obs`` itself for W = 1)."""
+        x = obs.to(self.dtype)
+        if self.window == 1:
+            return x
+        if bars is None or self.feature_matrix is None:
+            raise ValueError(f"encoder {self.encoder.name!r} reads {self.window} bars: acting needs each "
+                             "observation's bar index, and use_features the normalised feature matrix")
+        return window_input(x, bars, self.feature_matrix, self.window)
+
+    @torch.no_grad()
+    def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
+        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
+        return self.popart.unnormalize_q(self.network.expected_q(self.encoder_input(obs, bars), self.support()))
+
+    def greedy_actions(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
         """The argmax sub-action of every branch: ``[N, Branch]`` int64."""
-        return self.act_values(obs).argmax(dim=-1)
+        return self.act_values(obs, bars).argmax(dim=-1)
 
     # -- state -------------------------------------------------------------------------
     def _live(self) -> dict[str, torch.Tensor]:
@@ -136,16 +190,20 @@ class Policy:
         tensors["isv"] = self.isv.tensor
         tensors["normalizer.mean"] = torch.from_numpy(np.array(self.normalizer.mean, dtype=np.float64))
         tensors["normalizer.std"] = torch.from_numpy(np.array(self.normalizer.std, dtype=np.float64))
-        metadata = self.metadata | {"kind": POLICY_KIND, "normalizer_clip": self.normalizer.clip}
+        metadata = self.metadata | {"kind": POLICY_KIND, "normalizer_clip": self.normalizer.clip,
+                                    ENCODER_KEY: {"name": self.encoder.name, "window": self.window}}
         return save_checkpoint(directory, tensors, metadata, self.isv.layout)
 
     @classmethod
-    def load(cls, directory: Path, layout: IsvLayout, device: torch.device | str = "cpu") -> Policy:
+    def load(cls, directory: Path, layout: IsvLayout, device: torch.device | str = "cpu",
+             encoders: Any = (MLP_ENCODER,)) -> Policy:
         """Read the policy :meth:`save` wrote to ``directory``, onto ``device``.
 
         ``layout`` is the ISV layout of the plugins that will run beside it (invariant 4: it is compared with
         the saved one first, and another is refused with the slot diff); then the two SHA-256 hashes, the
         metadata keys and every tensor's name, shape and dtype are checked before anything is built.
+        ``encoders`` are those the loaded plugins provide (``PluginHost.encoders``): the saved encoder must be
+        among them with its saved window (:func:`saved_encoder`).
         """
         directory = Path(directory)
         tensor_path = directory / TENSORS_FILE
@@ -153,6 +211,7 @@ class Policy:
         refuse_other_kind(metadata, directory)
         record = read_policy_record(metadata, directory)
         config = learner_config_of(saved_config(record, str(directory)))
+        encoder = saved_encoder(metadata, config, encoders, directory)
         n_features = len(record.feature_set.names)
         expect_tensors(tensors, {
             "isv": ISV(layout, "cpu").tensor,
@@ -165,7 +224,7 @@ class Policy:
                                 clip=record.normalizer_clip)
         # a run whose loss asked for a state-value head (the IQL value head) saved it with the network
         head = tensors.get(f"{_TENSOR_PREFIX}network.state_value_out.bias")
-        policy = cls._untrained(config, n_features + PortfolioObs.size(), isv, normalizer, metadata,
+        policy = cls._untrained(config, n_features, isv, normalizer, metadata, encoder,
                                 state_values=0 if head is None else int(head.shape[-1]))
         with naming_the_file(tensor_path):
             policy.load_state_dict({name.removeprefix(_TENSOR_PREFIX): tensor for name, tensor in tensors.items()
@@ -173,18 +232,21 @@ class Policy:
         return policy
 
     @classmethod
-    def _untrained(cls, config: LearnerConfig, obs_dim: int, isv: ISV, normalizer: Normalizer,
-                   metadata: Mapping[str, Any], *, state_values: int = 0) -> Policy:
+    def _untrained(cls, config: LearnerConfig, n_features: int, isv: ISV, normalizer: Normalizer,
+                   metadata: Mapping[str, Any], encoder: Encoder, *, state_values: int = 0) -> Policy:
         """Modules of the learner's shapes, to load into; built as the learner builds them.
 
         ``state_values``: the width of the state-value head the saved network has (0: none). Acting does not
         use it (the centre it gives is the same for every action of a branch), so no centre rule is needed."""
         device = isv.tensor.device
+        portfolio = PortfolioObs.size()
         # parameter init draws from the global RNG: forked, so loading a policy mid-run leaves the run's draws alone
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            network = BranchingNetwork(obs_dim, config, state_values=state_values).to(device, _DTYPE)
+            module = encoder.build(n_features, portfolio, encoder.settings)
+            network = BranchingNetwork(encoder_input_width(encoder.window, n_features, portfolio), config,
+                                       encoder=module, state_values=state_values).to(device, _DTYPE)
         generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
         spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
         popart = PopArt(len(Branch), network.n_actions, config.popart_beta, config.popart_sigma_min, config.popart,
                         device, _DTYPE)
-        return cls(network, spectral, popart, isv, config, normalizer, metadata)
+        return cls(network, spectral, popart, isv, config, normalizer, metadata, encoder, n_features)

@@ -17,6 +17,11 @@ Two input layouts (``inputs``):
   normalised inside as :class:`~foxhunt.features.Normalizer` does (in float64, clipped, then float32);
   ``portfolio`` float32 ``[B, PortfolioObs]`` follows them unchanged.
 
+A checkpoint trained with an encoder window of W > 1 bars (``[learner] encoder``) takes the encoder input
+instead: ``observation`` ``[B, W × features + PortfolioObs]`` (the normalised features of bars t-W+1 .. t,
+oldest first, then the portfolio at t), or raw ``features`` ``[B, W, features]``; the metadata's ``encoder``
+says which encoder and how many bars.
+
 Every export writes a metadata JSON beside the model (``<output>.json``) and embeds the same text in the file
 (the TorchScript extra file ``foxhunt.json``; the ONNX metadata property ``foxhunt``): the input layout with
 the feature names, the portfolio fields and the normaliser's statistics, the branch and sub-action names.
@@ -95,10 +100,11 @@ class RawInputPolicy(nn.Module):
         self.clip = clip
 
     def forward(self, features: torch.Tensor, portfolio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        normalised = (features.to(torch.float64) - self.mean) / self.std
+        normalised = (features.to(torch.float64) - self.mean) / self.std  # [B, F], or [B, W, F] for a window
         if self.clip is not None:
             normalised = normalised.clamp(-self.clip, self.clip)
-        return self.policy(torch.cat([normalised.to(torch.float32), portfolio.to(torch.float32)], dim=1))
+        rows = normalised.reshape(normalised.shape[0], -1)  # a window's rows end to end, oldest first
+        return self.policy(torch.cat([rows.to(torch.float32), portfolio.to(torch.float32)], dim=1))
 
 
 def policy_module(loaded: LoadedPolicy, inputs: str = "observation") -> nn.Module:
@@ -121,11 +127,20 @@ def policy_module(loaded: LoadedPolicy, inputs: str = "observation") -> nn.Modul
 
 
 def _input_specs(policy: LoadedPolicy, inputs: str) -> list[dict[str, Any]]:
-    n_features = len(policy.feature_set.names)
+    n_features, window = len(policy.feature_set.names), policy.policy.window
     if inputs == "raw":
-        return [{"name": "features", "dtype": "float32", "shape": ["batch", n_features]},
+        rows = ["batch", n_features] if window == 1 else ["batch", window, n_features]
+        return [{"name": "features", "dtype": "float32", "shape": rows},
                 {"name": "portfolio", "dtype": "float32", "shape": ["batch", PortfolioObs.size()]}]
-    return [{"name": "observation", "dtype": "float32", "shape": ["batch", n_features + PortfolioObs.size()]}]
+    return [{"name": "observation", "dtype": "float32",
+             "shape": ["batch", window * n_features + PortfolioObs.size()]}]
+
+
+def _window_columns(names: list[str], window: int) -> list[str]:
+    """The market columns of the encoder input: every feature of bar t-W+1, ..., then of bar t (one bar: the names)."""
+    if window == 1:
+        return names
+    return [f"bar[t-{lag}].{name}" if lag else f"bar[t].{name}" for lag in range(window - 1, -1, -1) for name in names]
 
 
 def export_metadata(policy: LoadedPolicy, checkpoint: Path, export_format: str, inputs: str) -> dict[str, Any]:
@@ -135,6 +150,8 @@ def export_metadata(policy: LoadedPolicy, checkpoint: Path, export_format: str, 
     env = policy.config.env
     names = list(policy.feature_set.names)
     portfolio = list(PortfolioObs.names())
+    window = policy.policy.window
+    market = _window_columns(names, window)
     return {
         "foxhunt_version": __version__,
         "checkpoint": str(checkpoint),
@@ -146,10 +163,16 @@ def export_metadata(policy: LoadedPolicy, checkpoint: Path, export_format: str, 
             {"name": "q_values", "dtype": "float32", "shape": ["batch", network.n_branches, network.n_actions],
              "padded": "-inf where the sub-action index is past its branch's sub-actions"},
         ],
+        "encoder": {
+            "name": policy.policy.encoder.name,
+            "window": window,
+            "rows": "the features of bars t-W+1 .. t, oldest first (a bar before the data's first repeats it), "
+                    "then the portfolio at t",
+        },
         "observation": {
-            "width": len(names) + len(portfolio),
-            "columns": [*names, *(f"portfolio.{name}" for name in portfolio)],
-            "normalised_features": f"columns 0..{len(names) - 1}: clip((raw - mean) / std, -clip, clip) as float32",
+            "width": len(market) + len(portfolio),
+            "columns": [*market, *(f"portfolio.{name}" for name in portfolio)],
+            "normalised_features": f"columns 0..{len(market) - 1}: clip((raw - mean) / std, -clip, clip) as float32",
             "portfolio_fields": portfolio,
         },
         "portfolio": {
@@ -173,11 +196,12 @@ def export_metadata(policy: LoadedPolicy, checkpoint: Path, export_format: str, 
 
 def _example(policy: LoadedPolicy, inputs: str) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(0)
-    n_features = len(policy.feature_set.names)
+    n_features, window = len(policy.feature_set.names), policy.policy.window
     if inputs == "raw":
-        return (torch.randn(_EXAMPLE_BATCH, n_features, generator=generator),
+        rows = (n_features,) if window == 1 else (window, n_features)
+        return (torch.randn(_EXAMPLE_BATCH, *rows, generator=generator),
                 torch.randn(_EXAMPLE_BATCH, PortfolioObs.size(), generator=generator))
-    return (torch.randn(_EXAMPLE_BATCH, n_features + PortfolioObs.size(), generator=generator),)
+    return (torch.randn(_EXAMPLE_BATCH, window * n_features + PortfolioObs.size(), generator=generator),)
 
 
 def _torchscript_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], metadata_text: str) -> bytes:

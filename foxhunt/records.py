@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "CentredSupport", "GradientCombiner", "Combination", "Kernel", "KernelPoint",
+__all__ = ["LossComponent", "CentredSupport", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint",
            "ReplayAugmentation", "AugmentationInputs", "AugmentationFold"]
 
 
@@ -158,6 +158,37 @@ class Combination:
     parameter_grad: Any = None
 
 
+def _positive_window(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"encoder {instance.name!r}: window must be an int >= 1 (bars), got {value!r}")
+
+
+@attrs.frozen
+class Encoder:
+    """What turns a window of the last ``window`` bars into the trunk's input, returned by ``foxhunt_encoders``.
+
+    ``build(n_features, portfolio_width, settings)`` returns an ``nn.Module`` (built inside the learner's
+    seeded construction, so its initial weights follow the run's seed) that maps the encoder input
+    ``[B, window × n_features + portfolio_width]`` (the feature rows of bars ``t - window + 1 .. t``, oldest
+    first, then the portfolio features of the observation at ``t``) to ``[B, out_features]``; the module has
+    an ``out_features`` int attribute, the width of the trunk's first layer. ``settings`` is the encoder
+    plugin's resolved settings (``None`` when it declares none).
+
+    The window is gathered on the device from the fold's feature matrix by each environment's bar index
+    (:func:`foxhunt.learner.encoders.window_input`); bars before the first bar of the data repeat that bar.
+    The module's parameters are part of the network (the ``learner.network`` state entry, with the online
+    network's category, and its target copy): an encoder keeps no hidden state between steps, it is
+    recomputed from the window each time. ``[learner] encoder`` selects one (default ``mlp``: the core's
+    one-bar identity, today's network).
+    """
+
+    name: str = attrs.field(validator=_dotted_name)
+    window: int = attrs.field(validator=_positive_window)
+    build: Callable[..., Any] = attrs.field(validator=attrs.validators.is_callable())
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    settings: Any = None
+
+
 class KernelPoint(enum.StrEnum):
     """When the trainer runs a kernel."""
 
@@ -250,9 +281,15 @@ class AugmentationFold:
     ``feature_names``: the observation's market feature columns, in order (the portfolio columns,
     ``foxhunt.env.tables.PortfolioObs``, follow them); ``normalizer``: the fold's
     :class:`foxhunt.features.Normalizer`, fitted on its training window; ``env_params``: the environment's
-    physics parameters ``[EP]`` (float64, ``foxhunt.env.tables.EP``).
+    physics parameters ``[EP]`` (float64, ``foxhunt.env.tables.EP``); ``window``: the encoder's window W
+    (``[learner] encoder``; 1 for the one-bar ``mlp``). With W > 1 a sampled observation is the encoder
+    input ``[W × F + P]`` (``foxhunt.learner.encoders.window_input``): the ``F = len(feature_names)``
+    feature columns of the W - 1 earlier bars, oldest first, then the one-bar observation (its ``F``
+    features, then the ``P`` portfolio columns, which still close it). A per-column constant covers all
+    ``W × F + P`` columns.
     """
 
     feature_names: tuple[str, ...]
     normalizer: Any
     env_params: Any
+    window: int = attrs.field(default=1, validator=attrs.validators.ge(1))

@@ -3,7 +3,7 @@
 
 Components are found statically, without importing anything:
 
-* loss components, gradient combiners and kernels: calls
+* loss components, gradient combiners, encoders and kernels: calls
   ``LossComponent(name="...")``, ``GradientCombiner(name="...")`` and
   ``Kernel(name="...")`` (also as ``records.LossComponent(...)``, and with the
   name as the first positional argument);
@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 # Record classes whose ``name`` is a component name, and the kind each one is.
-RECORD_KINDS = {"LossComponent": "loss", "GradientCombiner": "combiner", "ReplayAugmentation": "augmentation",
-                "Kernel": "kernel"}
+RECORD_KINDS = {"LossComponent": "loss", "GradientCombiner": "combiner", "Encoder": "encoder",
+                "ReplayAugmentation": "augmentation", "Kernel": "kernel"}
 MONITOR_BASE = "AdaptiveMonitor"
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 

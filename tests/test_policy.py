@@ -122,8 +122,8 @@ def test_a_policy_with_a_state_value_head_saves_and_loads(checkpoint: Path, layo
     its width in the tensors and builds the same network, which acts as the saved one did."""
     first = Policy.load(checkpoint, layout)
     assert first.network.state_value_out is None
-    headed = Policy._untrained(first.config, first.network.trunk[0].in_features, first.isv, first.normalizer,
-                               first.metadata, state_values=2)
+    headed = Policy._untrained(first.config, first.network.trunk[0].in_features - PortfolioObs.size(), first.isv,
+                               first.normalizer, first.metadata, first.encoder, state_values=2)
     loaded = Policy.load(headed.save(tmp_path / "fold_0"), layout)
     assert tuple(loaded.network.state_value_out.bias.shape) == (first.network.n_branches, 2)
     for name, tensor in headed.state_dict().items():

@@ -19,6 +19,7 @@ DOCUMENTED = {
     "DiagSnapshot",
     "DimTable",
     "FoxhuntError",
+    "Encoder",
     "GradientCombiner",
     "ISV",
     "IsvLayout",

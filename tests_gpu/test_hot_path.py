@@ -6,7 +6,8 @@ Run on an NVIDIA machine (these tests are not collected by the CPU suite)::
 
 torch's sync debug mode turns any host-device synchronisation that torch
 performs (``.item()``, ``.cpu()``, a Python branch on a device value, a
-blocking copy) into an error; the step must run clean under it. A CUDA graph
+blocking copy) into an error; the step must run clean under it, with the default
+network and with the scan encoder, whose window is gathered on the device. A CUDA graph
 then replays the whole step, with every random draw coming from device
 counters, so replays must produce new actions and new replay contents.
 """
@@ -38,11 +39,18 @@ SMALL = [
 ]
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["eager-learner", "compiled-learner"])
+# The default one-bar network, and the selective scan encoder over a window of bars gathered on the device
+# (docs/learner.md, "Encoders"; its plugin must be installed: `pip install -e .`).
+ENCODERS = {"mlp": [], "scan": ['learner.encoder="scan"', "plugins.scan.window=8"]}
+
+
+@pytest.fixture(scope="module", params=[(compiled, encoder) for encoder in ENCODERS for compiled in (False, True)],
+                ids=lambda p: f"{'compiled' if p[0] else 'eager'}-learner-{p[1]}")
 def trainer(request, tmp_path_factory):
     if not torch.cuda.is_available():
         raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
-    config = load_config(None, SMALL + [f"learner.compile={str(request.param).lower()}"])
+    compiled, encoder = request.param
+    config = load_config(None, SMALL + [f"learner.compile={str(compiled).lower()}", *ENCODERS[encoder]])
     trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("gpu_run")), show_progress=False)
     trainer._build()
     trainer._start_fold(trainer.data.folds[0])

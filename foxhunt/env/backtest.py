@@ -68,7 +68,7 @@ from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.kernels.context import KernelContext
 
-__all__ = ["BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "margin_call_steps", "constant_policy", "baselines", "equity_ratios",
+__all__ = ["BarPolicy", "BacktestResult", "BacktestReport", "backtest", "backtest_with_baselines", "result_from_history", "margin_call_steps", "constant_policy", "baselines", "equity_ratios",
            "StepKernel"]
 
 log = structlog.get_logger(__name__)
@@ -78,6 +78,21 @@ METRIC_KEYS = (
 )
 
 Policy = Callable[[torch.Tensor], Any]
+
+
+@attrs.frozen
+class BarPolicy:
+    """A policy that also reads the bar each observation shows: ``act(obs [N, obs], bars [N]) -> actions``.
+
+    An encoder with a window of W bars gathers the W - 1 feature rows before each bar from the feature matrix
+    (:mod:`foxhunt.learner.encoders`); :func:`backtest` hands it the environment's ``PS.BAR`` column."""
+
+    act: Callable[[torch.Tensor, torch.Tensor | None], Any]
+
+    def __call__(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> Any:
+        return self.act(obs, bars)
+
+
 StepKernel = Callable[[KernelContext], None]  # a Kernel record's run: one bar of every environment in the context
 
 
@@ -207,7 +222,7 @@ def result_from_history(history: np.ndarray, initial_cash: float, bars_per_year:
 
 
 def backtest(
-    policy: Policy,
+    policy: Policy | BarPolicy,
     prices: np.ndarray | torch.Tensor,
     features: np.ndarray | torch.Tensor,
     instrument: InstrumentSpec,
@@ -219,8 +234,8 @@ def backtest(
     health: torch.Tensor | None = None,
     step_kernel: StepKernel | None = None,
 ) -> BacktestResult:
-    """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``) greedily over ``window``, each bar
-    stepped by ``step_kernel`` (the core physics when None)."""
+    """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``; a :class:`BarPolicy` is also given
+    the bar ``[1]``) greedily over ``window``, each bar stepped by ``step_kernel`` (the core physics when None)."""
     n_bars = len(prices)
     start, end = (0, n_bars) if window is None else window
     steps = end - start - 1
@@ -233,7 +248,8 @@ def backtest(
     history = torch.zeros((steps, PS.size()), dtype=dtype, device=env.device)
     obs = env.reset()
     for bar in range(steps):
-        actions = torch.as_tensor(policy(obs), device=env.device).reshape(1, Branch.size())
+        chosen = policy(obs, env.state[:, PS.BAR]) if isinstance(policy, BarPolicy) else policy(obs)
+        actions = torch.as_tensor(chosen, device=env.device).reshape(1, Branch.size())
         obs, _, done = env.step(actions)
         history[bar] = env.state[0]
         if bar + 1 < steps and bool(done[0]):

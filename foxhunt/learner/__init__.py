@@ -3,6 +3,7 @@
 from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, budget_clip, combine, select_combiner
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
+from foxhunt.learner.encoders import MLP_ENCODER, IdentityEncoder, select_encoder, window_input
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.learner.learner import Learner
@@ -19,10 +20,12 @@ __all__ = [
     "BranchingNetwork",
     "CombinedGradient",
     "GradientBudget",
+    "IdentityEncoder",
     "Learner",
     "LearnerConfig",
     "LearnerReads",
     "LossInputs",
+    "MLP_ENCODER",
     "NetworkOutput",
     "PopArt",
     "Replay",
@@ -38,6 +41,8 @@ __all__ = [
     "quantile_huber",
     "resolve_budgets",
     "select_combiner",
+    "select_encoder",
     "split_flat",
     "support_atoms",
+    "window_input",
 ]

@@ -106,6 +106,10 @@ class LearnerConfig:
     # budgeted_sum stays the default until an ablation shows another learns better (docs/learner.md, "Gradient
     # combiners", says why and gives the command).
     combiner: str = attrs.field(default="budgeted_sum", validator=attrs.validators.min_len(1))
+    # What turns the last W bars into the trunk's input: an encoder some loaded plugin provides (the core's
+    # "mlp", one bar, and the built-in "attention" and "scan"); checked when the plugins are frozen. mlp stays
+    # the default until the encoder ablation shows another learns better (docs/learner.md, "Encoders").
+    encoder: str = attrs.field(default="mlp", validator=attrs.validators.min_len(1))
     # optimisation
     # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)
     lr: float = attrs.field(default=3e-4, validator=[_finite, _positive, attrs.validators.le(1.0)])

@@ -28,8 +28,12 @@ Categories, and why:
   optimiser's entry and reset with it.
 
 The module also provides the core's own gradient combiner, ``budgeted_sum``
-(:mod:`foxhunt.learner.combiners`), through ``foxhunt_gradient_combiners``: a
-run with every optional plugin disabled still has its default combiner.
+(:mod:`foxhunt.learner.combiners`), through ``foxhunt_gradient_combiners``, and
+the core's own encoder, ``mlp`` (:mod:`foxhunt.learner.encoders`), through
+``foxhunt_encoders``: a run with every optional plugin disabled still has its
+default combiner and encoder. An encoder's parameters are part of the network
+(its entries above); the windows it reads are rebuilt from the replay's bar
+indices (the replay's entry) and the fold's feature matrix, so it adds no entry.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ import attrs
 
 from foxhunt.hookspecs import hookimpl
 from foxhunt.learner.combiners import BUDGETED_SUM
+from foxhunt.learner.encoders import MLP_ENCODER
 from foxhunt.learner.optim import reset_optimizer
 from foxhunt.state import ResetCategory
 
-__all__ = ["LearnerStateSpec", "LEARNER_STATE", "FOXHUNT_AUDIT", "foxhunt_declare", "foxhunt_gradient_combiners"]
+__all__ = ["LearnerStateSpec", "LEARNER_STATE", "FOXHUNT_AUDIT", "foxhunt_declare", "foxhunt_gradient_combiners",
+           "foxhunt_encoders"]
 
 # The core's combiner is a component like a plugin's, so the audit needs its row wherever foxhunt is installed
 # and whatever audit folders a check is given: it ships here, as a plugin's own rows do (docs/audits/components.md
@@ -53,6 +59,7 @@ FOXHUNT_AUDIT = """
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|
 | `budgeted_sum` | combiner | foxhunt.learner (core: foxhunt.learner.combiners) | wired | tests/learner/test_combiners.py, tests/plugins/combiners/test_norm_guarantee.py, tests/learner/test_pinned_update.py |
+| `mlp` | encoder | foxhunt.learner (core: foxhunt.learner.encoders) | wired | tests/learner/test_encoders.py |
 """
 
 
@@ -100,3 +107,9 @@ def foxhunt_declare(registrar: Any) -> None:
 def foxhunt_gradient_combiners() -> list[Any]:
     """The core's combiner, ``budgeted_sum`` (invariant 9's rule, and ``[learner] combiner``'s default)."""
     return [BUDGETED_SUM]
+
+
+@hookimpl
+def foxhunt_encoders() -> list[Any]:
+    """The core's encoder, ``mlp`` (one bar, the identity: ``[learner] encoder``'s default)."""
+    return [MLP_ENCODER]

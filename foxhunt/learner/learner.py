@@ -40,6 +40,7 @@ from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
+from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
@@ -50,7 +51,7 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import CentredSupport, GradientCombiner, LossComponent, ReplayAugmentation
+from foxhunt.records import CentredSupport, Encoder, GradientCombiner, LossComponent, ReplayAugmentation
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component", "centred_support_request"]
@@ -108,14 +109,22 @@ class Learner:
     """Owns the networks, optimiser, PopArt, replay, the loss components and the gradient combiner of one run.
 
     ``combiners`` are the gradient combiners the run's plugins provide (``PluginHost.gradient_combiners``);
-    ``[learner] combiner`` picks one. Left out, only the core's ``budgeted_sum`` is available.
+    ``[learner] combiner`` picks one. Left out, only the core's ``budgeted_sum`` is available. ``encoders``
+    likewise (``PluginHost.encoders``, ``[learner] encoder``; left out, only the core's ``mlp``).
     ``augmentations`` are the replay augmentations the run's plugins switch on
     (``PluginHost.replay_augmentations``); the replay applies them once the trainer sets its fold.
+
+    ``obs_dim`` is the environment's observation width, ``n_features`` market features then the portfolio's.
+    An encoder with a window W > 1 needs ``n_features`` and the fold's feature matrix (:meth:`use_features`):
+    the network's input, and each replay batch's ``obs``, is then the encoder input ``[B, W × F + P]``
+    (:mod:`foxhunt.learner.encoders`), and :meth:`act_values` needs each observation's bar index. The replay
+    builds that input before its augmentations run.
     """
 
     def __init__(self, config: Any, layout: IsvLayout, isv: ISV, components: Sequence[LossComponent], obs_dim: int,
                  device: torch.device | str, seed: int, *, n_envs: int = 1, dtype: torch.dtype = torch.float32,
                  combiners: Sequence[GradientCombiner] = (BUDGETED_SUM,),
+                 encoders: Sequence[Encoder] = (MLP_ENCODER,), n_features: int = 0,
                  augmentations: Sequence[ReplayAugmentation] = ()) -> None:
         self.config: LearnerConfig = learner_config_of(config)
         c = self.config
@@ -129,6 +138,14 @@ class Learner:
         )
         self.budgets = resolve_budgets(self.components, c.budgets)
         self.combiner = select_combiner(combiners, c.combiner)
+        self.encoder = select_encoder(encoders, c.encoder)
+        self.window = self.encoder.window
+        if self.window > 1 and not 0 < n_features <= obs_dim:
+            raise ValueError(f"encoder {self.encoder.name!r} reads a window of {self.window} bars: the learner needs "
+                             f"n_features, the market part of the {obs_dim}-wide observation (got {n_features})")
+        self.n_features = n_features
+        self.input_dim = encoder_input_width(self.window, n_features, obs_dim - n_features)  # the network's input
+        self.feature_matrix: torch.Tensor | None = None  # the fold's [bars, F], use_features (W > 1 only)
         self.reads = LearnerReads.build(isv, c)
         # a component's CentredSupport (the IQL value head): a state-value head, atoms centred per sample
         self.centring = centred_support_request(self.components)
@@ -138,16 +155,18 @@ class Learner:
         # parameter init draws from the global RNG; fork it so construction is seeded and leaves it untouched
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
+            encoder = self.encoder.build(n_features, obs_dim - n_features, self.encoder.settings)
             head = {} if self.centring is None else {"state_values": self.centring.outputs,
                                                        "centre": self.centring.centre}
-            self.network = BranchingNetwork(obs_dim, c, **head).to(self.device, dtype)
+            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, **head).to(self.device, dtype)
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)
         self.params = list(self.network.parameters())
         self.popart = PopArt(len(Branch), self.network.n_actions, c.popart_beta, c.popart_sigma_min, c.popart,
                              self.device, dtype)
-        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations)
+        self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
+                             window=self.window, n_features=n_features)
         self.schedule = LRSchedule(c, self.device)
         # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by
         # the same optimiser as the network; a combiner without any adds no parameter, so the default run's
@@ -274,8 +293,8 @@ class Learner:
         def zeros(*shape: int, dtype: torch.dtype = self.dtype) -> torch.Tensor:
             return torch.zeros(*shape, device=self.device, dtype=dtype)
 
-        batch = Batch(obs=zeros(b, self.obs_dim), actions=zeros(b, n_br, dtype=torch.int64), returns=zeros(b, n_br),
-                      discounts=zeros(b, n_br), next_obs=zeros(b, self.obs_dim), weights=zeros(b) + 1.0,
+        batch = Batch(obs=zeros(b, self.input_dim), actions=zeros(b, n_br, dtype=torch.int64), returns=zeros(b, n_br),
+                      discounts=zeros(b, n_br), next_obs=zeros(b, self.input_dim), weights=zeros(b) + 1.0,
                       indices=zeros(b, dtype=torch.int64))
         support = self.update_support()
         targets = self.normalised_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5)
@@ -321,10 +340,25 @@ class Learner:
         self.update(self.sample(batch_size))
 
     # -- acting and reporting ------------------------------------------------------
+    def use_features(self, features: torch.Tensor) -> None:
+        """The fold's feature matrix ``[bars, F]`` on the learner's device, which an encoder window is gathered
+        from at act and sample time (kept by reference: rewrite it in place at a fold boundary). Unused for W = 1."""
+        self.replay.set_features(features)
+        self.feature_matrix = features
+
     @torch.no_grad()
-    def act_values(self, obs: torch.Tensor) -> torch.Tensor:
-        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
-        return self.popart.unnormalize_q(self.network.expected_q(obs.to(self.dtype), self.support()))
+    def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
+        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``.
+
+        ``obs [N, D]`` is the environment's observation; with an encoder window, ``bars [N]`` is the bar index
+        of each observation (``PS.BAR``) and the window is gathered from :meth:`use_features`'s matrix."""
+        x = obs.to(self.dtype)
+        if self.window > 1:  # fixed for the run: a static branch
+            if bars is None or self.feature_matrix is None:
+                raise ValueError(f"encoder {self.encoder.name!r} reads {self.window} bars: act_values needs each "
+                                 "observation's bar index, and use_features the fold's feature matrix")
+            x = window_input(x, bars, self.feature_matrix, self.window)
+        return self.popart.unnormalize_q(self.network.expected_q(x, self.support()))
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device tensors for monitors and metrics (read them outside the step)."""

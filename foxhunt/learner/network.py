@@ -1,6 +1,8 @@
 """The branching, dueling, distributional Q-network with an IQN head and an ensemble of value heads.
 
-One shared trunk feeds four kinds of heads:
+The input is the encoder input (one bar's observation for the default ``mlp`` encoder, a window of bars for
+the others: :mod:`foxhunt.learner.encoders`); the encoder module turns it into the trunk's input. One shared
+trunk feeds four kinds of heads:
 
 - **C51 per branch, dueling**: a value stream gives one atom-logit vector per
   branch, an advantage stream gives atom logits per (branch, action); they are
@@ -33,6 +35,7 @@ from torch.nn import functional as F
 
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.learner.config import LearnerConfig
+from foxhunt.learner.encoders import IdentityEncoder
 from foxhunt.learner.distributional import centred_support
 
 __all__ = ["BatchedLinear", "BranchingNetwork", "NetworkOutput", "make_action_mask"]
@@ -122,8 +125,11 @@ class BranchingNetwork(nn.Module):
     :class:`~foxhunt.records.CentredSupport`; left out, the network is exactly the one without them.
     """
 
-    def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None, *,
-                 state_values: int = 0, centre: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None,
+                 encoder: nn.Module | None = None, *, state_values: int = 0,
+                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        """``obs_dim``: the width of the network's input (the encoder input, ``[B, obs_dim]``). ``encoder`` maps
+        it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity (``mlp``)."""
         super().__init__()
         sizes = branch_sizes() if sizes is None else tuple(sizes)
         if len(sizes) != len(Branch):
@@ -138,7 +144,10 @@ class BranchingNetwork(nn.Module):
         self.register_buffer("n_valid", mask.sum(-1).to(torch.float32))  # [Branch]
         self.register_buffer("cos_index", torch.arange(config.n_cos, dtype=torch.float32) * math.pi)  # [n_cos]
 
-        widths = (obs_dim, *config.hidden)
+        # built before every other layer: the identity draws nothing from the RNG, so the default network's
+        # initial weights are what they were before encoders existed
+        self.encoder = IdentityEncoder(obs_dim) if encoder is None else encoder
+        widths = (self.encoder.out_features, *config.hidden)
         self.trunk = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
         features = widths[-1]
         hh, n_br, n_act, n_atoms = config.head_hidden, self.n_branches, self.n_actions, self.n_atoms
@@ -180,7 +189,7 @@ class BranchingNetwork(nn.Module):
         return [] if self.state_value_out is None else [self.state_value_out]
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        h = obs
+        h = self.encoder(obs)  # [B, encoder.out_features]
         for layer in self.trunk:
             h = F.relu(layer(h))
         return h  # [B, H]

@@ -19,6 +19,16 @@ the sampled batch by augmented copies, in name order: by default the counterfact
 plugin; observations mirrored, SHORT and LONG swapped). An augmented copy's priority update goes to the
 original's slot. A replay whose fold was never set (:meth:`Replay.set_fold`; filled outside the trainer)
 applies none.
+
+With an encoder window W > 1 (``window``), each transition also stores the bar
+index of its observation and of its next observation (``bars``/``next_bars``,
+``[rows, E]`` int64) instead of W copies of the features: sampling rebuilds
+both encoder inputs ``[B, W × F + P]`` by gathering the W - 1 earlier rows
+from the fold's feature matrix (:meth:`Replay.set_features`,
+:func:`foxhunt.learner.encoders.window_input`) before any augmentation runs: an
+augmentation sees the windowed observation (its fold, ``AugmentationFold.window``,
+says W; the mirror's map covers every row of the window, the portfolio columns
+still close the observation).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from torch import nn
 from foxhunt.actions import Branch
 from foxhunt.learner.augmentation import Augmentations
 from foxhunt.learner.config import ReplayConfig
+from foxhunt.learner.encoders import window_input
 from foxhunt.records import AugmentationFold, ReplayAugmentation
 
 __all__ = ["Batch", "Replay"]
@@ -39,7 +50,7 @@ __all__ = ["Batch", "Replay"]
 
 @dataclasses.dataclass(frozen=True)  # not attrs.frozen: torch.compile traces dataclass construction
 class Batch:
-    """A sampled batch. B = batch size, D = observation width.
+    """A sampled batch. B = batch size, D = observation width (the encoder input's, W × F + P, with a window).
 
     ``obs``/``next_obs`` ``[B, D]`` (``next_obs`` is the bootstrap observation m
     steps later); ``actions`` ``[B, Branch]`` int64; ``returns`` ``[B, Branch]``
@@ -65,7 +76,7 @@ class Replay(nn.Module):
 
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
                  device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
-                 augmentations: Sequence[ReplayAugmentation] = ()) -> None:
+                 augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -90,14 +101,21 @@ class Replay(nn.Module):
         self.register_buffer("alpha", torch.full((), config.alpha, dtype=torch.float32, **kw))
         self.register_buffer("beta", torch.full((), config.beta, dtype=torch.float32, **kw))
         self.register_buffer("row_ids", torch.arange(rows, **kw))
+        # the encoder window: bar indices, registered only for W > 1 (a one-bar replay's state is what it was)
+        self.window, self.n_features = window, n_features
+        self.window_features: torch.Tensor | None = None  # the fold's feature matrix [bars, F], set_features
+        if window > 1:
+            self.register_buffer("bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
+            self.register_buffer("next_bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
         self.augmentations = Augmentations(augmentations, device, dtype)
 
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-            dones: torch.Tensor) -> None:
+            dones: torch.Tensor, bars: torch.Tensor | None = None, next_bars: torch.Tensor | None = None) -> None:
         """Append one step of every environment: ``obs``/``next_obs`` ``[E, D]``, ``actions`` ``[E, Branch]``,
-        ``rewards``/``dones`` ``[E]``. New transitions get the largest priority seen so far."""
+        ``rewards``/``dones`` ``[E]``; with an encoder window, ``bars``/``next_bars`` ``[E]``: the bar index of
+        ``obs`` and of ``next_obs`` (ignored for W = 1). New transitions get the largest priority seen so far."""
         row = torch.remainder(self.written, self.rows).view(1)
         self.obs.index_copy_(0, row, obs.to(self.obs.dtype).unsqueeze(0))
         self.next_obs.index_copy_(0, row, next_obs.to(self.obs.dtype).unsqueeze(0))
@@ -105,6 +123,12 @@ class Replay(nn.Module):
         self.rewards.index_copy_(0, row, rewards.to(self.rewards.dtype).unsqueeze(0))
         self.dones.index_copy_(0, row, dones.to(self.dones.dtype).unsqueeze(0))
         self.priorities.index_copy_(0, row, self.max_priority.expand(1, self.n_envs))
+        if self.window > 1:
+            if bars is None or next_bars is None:
+                raise ValueError(f"this replay rebuilds encoder windows of {self.window} bars: add() needs the bar "
+                                 "index of obs and next_obs (bars=, next_bars=)")
+            self.bars.index_copy_(0, row, bars.to(torch.int64).unsqueeze(0))
+            self.next_bars.index_copy_(0, row, next_bars.to(torch.int64).unsqueeze(0))
         self.written.add_(1)
 
     @torch.no_grad()
@@ -133,13 +157,28 @@ class Replay(nn.Module):
         for buffer in (self.obs, self.next_obs, self.actions, self.rewards, self.dones, self.priorities, self.written,
                        self.step):
             buffer.zero_()
+        if self.window > 1:
+            self.bars.zero_()
+            self.next_bars.zero_()
         self.max_priority.fill_(1.0)
         self.alpha.fill_(self.config.alpha)
         self.beta.fill_(self.config.beta)
 
+    def set_features(self, features: torch.Tensor) -> None:
+        """The fold's feature matrix ``[bars, F]`` on the replay's device, which windows are gathered from (kept by
+        reference: the trainer rewrites it in place at each fold, and the replay is emptied there too)."""
+        if features.ndim != 2 or features.shape[1] != self.n_features or features.device != self.obs.device:
+            raise ValueError(f"the feature matrix must be [bars, {self.n_features}] on {self.obs.device}, got "
+                             f"{tuple(features.shape)} on {features.device}")
+        self.window_features = features
+
     @torch.no_grad()
     def set_fold(self, fold: AugmentationFold) -> None:
-        """The fold's constants for every augmentation; from here on sampling applies them."""
+        """The fold's constants for every augmentation; from here on sampling applies them. The fold's ``window``
+        must be the replay's: the augmentations see the windowed observations it samples."""
+        if fold.window != self.window:
+            raise ValueError(f"the fold is for an encoder window of {fold.window} bars, but this replay samples "
+                             f"windows of {self.window}: build the AugmentationFold with window={self.window}")
         self.augmentations.set_fold(fold)
 
     # -- sampling --------------------------------------------------------------
@@ -209,12 +248,18 @@ class Replay(nn.Module):
         last = torch.remainder(row + length - 1, self.rows)
         terminal = self.dones[last, env]
         discounts = gamma[None, :] ** length[:, None].to(gamma.dtype) * (1.0 - terminal)[:, None]
+        obs, next_obs = self.obs[row, env], self.next_obs[last, env]
+        if self.window > 1:  # fixed for the run: the encoder inputs, gathered from the fold's feature matrix
+            if self.window_features is None:
+                raise ValueError("this replay rebuilds encoder windows but has no feature matrix: call set_features")
+            obs = window_input(obs, self.bars[row, env], self.window_features, self.window)
+            next_obs = window_input(next_obs, self.next_bars[last, env], self.window_features, self.window)
         batch = Batch(
-            obs=self.obs[row, env],
+            obs=obs,
             actions=self.actions[row, env],
             returns=returns,
             discounts=discounts,
-            next_obs=self.next_obs[last, env],
+            next_obs=next_obs,
             weights=weights,
             indices=indices,
         )

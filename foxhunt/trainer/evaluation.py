@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from foxhunt.data.instrument import InstrumentSpec
-from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, StepKernel, backtest, baselines, equity_ratios
+from foxhunt.env.backtest import METRIC_KEYS, BacktestResult, BarPolicy, StepKernel, backtest, baselines, equity_ratios
 from foxhunt.env.config import EnvConfig
 
 __all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "RunBacktests", "greedy_policy", "metrics_of", "combine", "overall",
@@ -32,18 +32,20 @@ POLICIES = ("agent", "buy_and_hold", "flat")
 WINDOWS = ("validation", "test")  # the per-fold windows a summary reports, apart
 
 
-def greedy_policy(act_values, device: torch.device | str = "cpu") -> Any:
-    """Observation ``[1, obs]`` -> the argmax action of every branch ``[1, Branch]`` (padded actions are -inf).
+def greedy_policy(act_values, device: torch.device | str = "cpu") -> BarPolicy:
+    """Observation ``[1, obs]`` (and its bar ``[1]``) -> the argmax action of every branch ``[1, Branch]``
+    (padded actions are -inf). ``act_values(obs, bars)`` is a learner's or a policy's: an encoder window
+    gathers the bars before ``bars`` from its feature matrix.
 
     Backtests step one environment in float64 on the CPU; the network may live on
     ``device``, so observations go there and actions come back (a validation-time copy,
     not the training step).
     """
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return act_values(obs.to(device)).argmax(dim=-1).cpu()
+    def policy(obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
+        return act_values(obs.to(device), None if bars is None else bars.to(device)).argmax(dim=-1).cpu()
 
-    return policy
+    return BarPolicy(policy)
 
 
 @attrs.frozen(eq=False)

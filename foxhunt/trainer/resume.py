@@ -107,8 +107,12 @@ def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, 
 
 def saved_policy(trainer: Trainer, fold: Fold) -> Policy:
     """``fold``'s saved policy checkpoint, loaded onto the trainer's device beside its live learner (which it
-    leaves alone: training continues as if it had not been loaded)."""
-    return Policy.load(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout, trainer.device)
+    leaves alone: training continues as if it had not been loaded). It acts through the run's encoder, on the
+    fold's feature matrix (the one the learner's windows gather from)."""
+    policy = Policy.load(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)), trainer.layout,
+                         trainer.device, trainer.host.encoders(trainer.config))
+    policy.use_features(trainer.env.features)
+    return policy
 
 
 # Each object outside the learner that holds resumable state, by the prefix of its tensors' names in the file.

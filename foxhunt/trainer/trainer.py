@@ -36,6 +36,7 @@ from foxhunt.data import MarketData, load_from_config
 from foxhunt.diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.run_kernel import env_step_kernel
+from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, Normalizer, compute_features
@@ -169,8 +170,10 @@ class Trainer:
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
+            encoders=self.host.encoders(config), n_features=self.env.n_features,
             augmentations=self.host.replay_augmentations(config),
         )
+        self.learner.use_features(self.env.features)  # rewritten in place per fold: windows gather from it
         self.learner.attach_state(self.registries.state)
         train = config.train  # [train.recovery] (off by default): plateau recovery, foxhunt/trainer/recovery.py
         self.recovery = PlateauRecovery(train.recovery, train.validation_metric, self.learner) if train.recovery.enabled else None
@@ -185,6 +188,8 @@ class Trainer:
             )
         self.explorer = BranchExplorer(config.env.n_envs, seed, self.device)
         self.prev_obs = torch.zeros_like(self.env.obs)
+        self.windowed = self.learner.window > 1  # an encoder window: acting and the replay need bar indices
+        self.prev_bars = torch.zeros(config.env.n_envs, dtype=torch.int64, device=self.device)
         self.branch_sizes = branch_sizes()
         sizes = self.branch_sizes
         self.action_offsets = torch.tensor(np.cumsum([0, *sizes[:-1]]), dtype=torch.int64, device=self.device)
@@ -293,9 +298,11 @@ class Trainer:
         features, self.normalizer = normalised_features(self.data.features, fold, self.config.features.clip)
         self.features = features
         self.env.features.copy_(torch.from_numpy(features))
-        # the replay augmentations' constants for this fold (the mirror's map from the fold's normaliser)
+        # the replay augmentations' constants for this fold (the mirror's map from the fold's normaliser, over
+        # every bar of the encoder's window)
         self.learner.replay.set_fold(AugmentationFold(tuple(self.data.features.names), self.normalizer,
-                                                      self.env.params.detach().cpu().numpy().astype(np.float64)))
+                                                      self.env.params.detach().cpu().numpy().astype(np.float64),
+                                                      window=self.learner.window))
         self.env.set_window(fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
@@ -468,7 +475,8 @@ class Trainer:
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         """Greedy values from the online network, then this run's exploration: actions ``[envs, Branch]``."""
         train = self.config.train
-        q = self.learner.act_values(obs)
+        bars = self.env.state[:, PS.BAR] if self.windowed else None  # the bar each observation shows
+        q = self.learner.act_values(obs, bars)
         per_branch = [q[:, b, :size] for b, size in enumerate(self.branch_sizes)]
         boost = self.recovery  # [train.recovery]: raised exploration for a few epochs after a recovery
         if train.exploration == "boltzmann":
@@ -478,10 +486,13 @@ class Trainer:
             actions = self.explorer.epsilon_greedy(per_branch, self.epsilon if boost is None else boost.epsilon(self.epsilon))
         self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
+        if self.windowed:
+            self.prev_bars.copy_(bars)
         return actions
 
     def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
-        self.learner.replay.add(self.prev_obs, actions, reward, obs, done)
+        next_bars = self.env.state[:, PS.BAR] if self.windowed else None
+        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, self.prev_bars, next_bars)
         self.step_counter.add_(1)
 
     def _update(self) -> None:

@@ -95,7 +95,7 @@ def hindsight_constants(fold: AugmentationFold) -> dict[str, np.ndarray]:
 def relabel_magnitude(inputs: AugmentationInputs) -> Any:
     """The selected SHORT/LONG market orders relabelled with their best magnitude in hindsight, returns adjusted."""
     batch, t = inputs.batch, inputs.tensors
-    portfolio = len(PortfolioObs)  # the portfolio columns close every observation
+    portfolio = len(PortfolioObs)  # the portfolio columns close every observation (an encoder window's too)
     p0 = torch.round(batch.obs[:, PortfolioObs.POSITION - portfolio] * t["max_contracts"])  # [B] contracts
     cap = torch.round(batch.obs[:, PortfolioObs.CAP - portfolio] * t["max_contracts"])  # [B]
     actions = batch.actions

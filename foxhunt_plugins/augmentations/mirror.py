@@ -7,6 +7,10 @@ clip, the position's sign), SHORT and LONG swapped in the direction branch. The 
 those of the original: in the mirrored market the P&L and costs of a trade and of its mirror are equal
 (foxhunt/env/mirror.py says why).
 
+With an encoder window (``[learner] encoder`` over W > 1 bars) the replay hands the augmentations the encoder
+input ``[W × F + P]``, built before they run: the map's feature part is repeated for each of the window's W
+bars and its portfolio part kept once, at the end (``window_columns``; ``AugmentationFold.window`` says W).
+
 On by default (``[plugins.mirror] enabled``, formerly ``[learner.replay] mirror``); ``fraction`` (formerly
 ``[learner.replay] mirror_fraction``) is at most 0.5: at 0.5 a drift and its mirror are equally likely, so
 no drift is learnt at all (docs/learner.md, "The mirror's share", has the runs).
@@ -25,7 +29,7 @@ from foxhunt import AugmentationFold, AugmentationInputs, Branch, ReplayAugmenta
 from foxhunt.actions import BRANCH_TABLES, Direction
 from foxhunt.env.mirror import observation_mirror
 
-__all__ = ["NAME", "MirrorSettings", "mirror_constants", "mirror_batch", "foxhunt_declare",
+__all__ = ["NAME", "MirrorSettings", "window_columns", "mirror_constants", "mirror_batch", "foxhunt_declare",
            "foxhunt_replay_augmentations"]
 
 NAME = "mirror"
@@ -39,17 +43,27 @@ class MirrorSettings:
     fraction: float = attrs.field(default=0.25, validator=[attrs.validators.gt(0.0), attrs.validators.le(0.5)])
 
 
+def window_columns(values: np.ndarray, n_features: int, window: int) -> np.ndarray:
+    """A one-bar observation's per-column constants ``[F + P]`` for the encoder input ``[W × F + P]``: the
+    feature part repeated for each of the W - 1 earlier bars, then the one-bar constants themselves (the
+    portfolio part once, at the end)."""
+    return np.concatenate([np.tile(values[:n_features], window - 1), values])
+
+
 def mirror_constants(fold: AugmentationFold) -> dict[str, Any]:
     """The fold's observation map ``obs' = clamp(obs × scale + shift, low, high)`` per column, and the action
-    map: ``codes[c]`` is the mirror of code ``c`` in a column where ``columns`` is true (the direction's)."""
+    map: ``codes[c]`` is the mirror of code ``c`` in a column where ``columns`` is true (the direction's).
+    With an encoder window (``fold.window`` W > 1) the observation map covers every bar of the window: each
+    earlier bar's features are mirrored like the observation's own."""
     mirror = observation_mirror(fold.feature_names, fold.normalizer)
     swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
     width = max(table.size() for table in BRANCH_TABLES.values())
+    n_features = len(fold.feature_names)
     return {
-        "scale": mirror.scale,
-        "shift": mirror.shift,
-        "low": mirror.low,
-        "high": mirror.high,
+        "scale": window_columns(mirror.scale, n_features, fold.window),
+        "shift": window_columns(mirror.shift, n_features, fold.window),
+        "low": window_columns(mirror.low, n_features, fold.window),
+        "high": window_columns(mirror.high, n_features, fold.window),
         "codes": np.array([swapped.get(code, code) for code in range(width)], dtype=np.int64),
         "columns": np.arange(len(Branch)) == Branch.DIRECTION,
     }

@@ -108,6 +108,19 @@ def test_an_unaudited_gradient_combiner_is_reported(hook, project, capsys):
     assert capsys.readouterr().out == missing("foxhunt_plugins/combiners/mean.py", 4, "mean", "combiner")
 
 
+def test_an_unaudited_encoder_is_reported(hook, project, capsys):
+    write(
+        project / "foxhunt_plugins/encoders/mean.py",
+        """
+        import foxhunt
+
+        ENCODERS = [foxhunt.Encoder(name="window_mean", window=4, build=len, description="the mean")]
+        """,
+    )
+    assert hook.main(["foxhunt_plugins/encoders/mean.py"]) == 1
+    assert capsys.readouterr().out == missing("foxhunt_plugins/encoders/mean.py", 4, "window_mean", "encoder")
+
+
 def test_a_renamed_component_needs_its_new_row(hook, project, capsys):
     write(project / "foxhunt_plugins/c51.py", 'LossComponent(name="c51_v2", budget=1.0, loss=len, description="x")\n')
 

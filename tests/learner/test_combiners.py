@@ -64,7 +64,7 @@ def test_the_safety_clip_bounds_a_combiner_that_ignores_its_budgets(case: Compon
 
 
 def test_the_core_ships_the_audit_row_of_its_combiner_as_the_repository_lists_it() -> None:
-    [shipped] = parse_rows(declarations.FOXHUNT_AUDIT, "module")
+    [shipped] = [row for row in parse_rows(declarations.FOXHUNT_AUDIT, "module") if row.name == "budgeted_sum"]
     table = Path(__file__).resolve().parents[2] / "docs" / "audits" / "components.md"
     [listed] = [row for row in parse_rows(table.read_text(encoding="utf-8"), "docs") if row.name == "budgeted_sum"]
     assert (shipped.kind, shipped.plugin, shipped.status, shipped.tests) == (

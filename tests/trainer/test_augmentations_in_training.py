@@ -17,14 +17,17 @@ from foxhunt.env.mirror import observation_mirror
 from foxhunt.plugin_host import ENTRY_POINT_GROUP
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
-from foxhunt_plugins.augmentations import hindsight
+from foxhunt.env.tables import PortfolioObs
+from foxhunt_plugins.augmentations import hindsight, mirror
 
-AUGMENTATIONS = {"mirror": "foxhunt_plugins.augmentations.mirror", "hindsight": "foxhunt_plugins.augmentations.hindsight"}
+AUGMENTATIONS = {"mirror": "foxhunt_plugins.augmentations.mirror", "hindsight": "foxhunt_plugins.augmentations.hindsight",
+                 "attention": "foxhunt_plugins.encoders.attention"}
 
 
 @pytest.fixture
 def augmentation_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The built-in augmentations among the entry points even where the installed metadata predates them."""
+    """The built-in augmentations (and the attention encoder) among the entry points even where the installed
+    metadata predates them."""
     installed = metadata.entry_points
 
     def entry_points(**selection):
@@ -62,3 +65,25 @@ def test_the_default_run_mirrors_a_quarter_and_does_not_relabel(augmentation_ent
     host = PluginHost(config.plugins).discover().declare()
     host.freeze()
     assert [(record.name, record.fraction) for record in host.replay_augmentations(config)] == [("mirror", 0.25)]
+
+
+def test_a_tiny_run_with_the_attention_encoder_mirrors_every_bar_of_its_window(
+        tmp_path: Path, augmentation_entry_points: None, _private_feature_cache: Path) -> None:
+    """The replay rebuilds the window before the mirror runs: the fold's map covers ``W × F + P`` columns."""
+    overrides = [f'data.source="{TINY_DATA}"', *TINY, "folds.n_folds=1", "train.epochs=1",
+                 'learner.encoder="attention"', "plugins.attention.window=3", "plugins.attention.width=8",
+                 "plugins.mirror.fraction=0.5"]
+    trainer = Trainer(load_config(None, overrides), RunDirectory(tmp_path / "run"), show_progress=False)
+    trainer.run()
+    assert (tmp_path / "run" / "summary.json").exists()
+    assert trainer.learner.window == 3 and trainer.learner.encoder.name == "attention"
+    augmentations = trainer.learner.replay.augmentations
+    assert [record.name for record in augmentations.records] == ["mirror"] and augmentations.active
+    names = tuple(trainer.data.features.names)
+    one_bar = observation_mirror(names, trainer.normalizer)
+    held = augmentations.tensors["mirror"]
+    assert held["scale"].shape == (3 * len(names) + len(PortfolioObs),)
+    for key in ("scale", "shift", "low", "high"):
+        expected = mirror.window_columns(getattr(one_bar, key), len(names), 3)
+        torch.testing.assert_close(held[key], torch.from_numpy(expected).to(held[key].dtype))
+    assert all(torch.isfinite(p).all() for p in trainer.learner.params)

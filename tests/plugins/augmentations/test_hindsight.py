@@ -134,6 +134,19 @@ def test_only_the_selected_positions_change() -> None:
         assert torch.equal(getattr(out, field), getattr(batch, field))
 
 
+@pytest.mark.parametrize("window", [2, 5])
+def test_a_windowed_observation_is_relabelled_as_its_one_bar_observation(window: int) -> None:
+    """With an encoder window the replay's observation is ``[W × F + P]``: the earlier bars' features come first
+    and the portfolio columns still close it, so the relabelling reads the same position and cap."""
+    obs, actions, _, taken, _, returns, fold = reference_batch(5, size=16)
+    earlier = np.random.default_rng(window).normal(size=(16, (window - 1) * N_FEATURES)) * 5.0
+    _, one_bar = relabelled(obs, actions, taken, returns, fold, torch.float64)
+    windowed_fold = AugmentationFold(fold.feature_names, None, fold.env_params, window=window)
+    _, windowed = relabelled(np.concatenate([earlier, obs], 1), actions, taken, returns, windowed_fold, torch.float64)
+    assert not torch.equal(one_bar.actions, torch.as_tensor(actions))  # the draw has something to relabel
+    assert torch.equal(windowed.actions, one_bar.actions) and torch.equal(windowed.returns, one_bar.returns)
+
+
 def test_it_commutes_with_the_mirror() -> None:
     """The mirrored market's best size is the same: P&L and costs of a trade and of its mirror are equal."""
     obs, actions, _, taken, _, returns, fold = reference_batch(11, size=16)

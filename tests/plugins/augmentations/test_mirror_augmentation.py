@@ -10,9 +10,12 @@ import attrs
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from foxhunt import AugmentationFold
 from foxhunt.actions import BRANCH_TABLES, Branch, Direction
+from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.tables import EP, PortfolioObs
 from foxhunt.features import FEATURE_SETS, Normalizer
 from foxhunt.learner import Learner, Replay, ReplayConfig
@@ -109,11 +112,11 @@ def test_mirrored_sampling_traces_as_one_graph() -> None:
     assert torch.equal(compiled.obs, eager.obs) and torch.equal(compiled.actions, eager.actions)
 
 
-def real_fold(seed: int = 0) -> tuple[AugmentationFold, int]:
+def real_fold(seed: int = 0, window: int = 1) -> tuple[AugmentationFold, int]:
     names = FEATURE_SETS["minimal"].names
     rng = np.random.default_rng(seed)
     normalizer = Normalizer(mean=rng.normal(size=len(names)), std=rng.uniform(0.5, 2.0, size=len(names)), clip=3.0)
-    return AugmentationFold(names, normalizer, np.zeros(len(EP))), len(names) + len(PortfolioObs)
+    return AugmentationFold(names, normalizer, np.zeros(len(EP)), window=window), len(names) + len(PortfolioObs)
 
 
 @pytest.mark.parametrize("fraction", [0.25, 0.5, 0.2])
@@ -178,3 +181,85 @@ def test_on_at_a_quarter_by_default_and_nothing_when_switched_off() -> None:
 def test_a_share_beyond_a_half_is_refused(fraction: float) -> None:
     with pytest.raises(ValueError):
         mirror.MirrorSettings(fraction=fraction)
+
+
+def windowed_replays(fold: AugmentationFold, width: int, seed: int) -> tuple[Replay, Replay]:
+    """A plain and a mirroring float64 replay with the fold's encoder window, filled over one random feature
+    matrix (values up to ±4: some beyond the normaliser's clip)."""
+    n_features, window = len(fold.feature_names), fold.window
+    g = torch.Generator().manual_seed(seed)
+    features = torch.randn(40, n_features, generator=g, dtype=torch.float64) * 2.0
+
+    def replay(records) -> Replay:
+        built = Replay(ReplayConfig(capacity=60), width, 3, 3, "cpu", torch.Generator().manual_seed(4), torch.float64,
+                       records, window=window, n_features=n_features)
+        built.set_features(features)
+        return built
+
+    plain, mirroring = replay(()), replay([record(0.5)])
+    bars = torch.tensor([0, 7, 20])
+    for _ in range(15):
+        portfolio, next_portfolio = (torch.randn(3, len(PortfolioObs), generator=g, dtype=torch.float64) for _ in "ab")
+        obs, next_obs = torch.cat([features[bars], portfolio], 1), torch.cat([features[bars + 1], next_portfolio], 1)
+        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in (4, 3, 2, 3)], dim=1)
+        rewards = torch.randn(3, generator=g, dtype=torch.float64)
+        for built in (plain, mirroring):
+            built.add(obs, actions, rewards, next_obs, torch.zeros(3), bars, bars + 1)
+        bars = bars + 1
+    mirroring.set_fold(fold)
+    return plain, mirroring
+
+
+@settings(deadline=None, max_examples=10)
+@given(window=st.integers(2, 5), seed=st.integers(0, 2**16))
+def test_with_a_window_every_bar_of_it_is_mirrored_as_the_one_bar_mirror_mirrors_it(window: int, seed: int) -> None:
+    """Each of the W bars' features in a windowed observation, and its portfolio, mirrored as the one-bar map
+    (float64, ``ObservationMirror.apply``) mirrors an observation of that bar's features and the portfolio."""
+    fold, width = real_fold(seed, window)
+    n_features, n_portfolio = len(fold.feature_names), len(PortfolioObs)
+    one_bar = observation_mirror(fold.feature_names, fold.normalizer)
+    plain, mirroring = windowed_replays(fold, width, seed)
+    uniforms = torch.rand(16, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    original, mirrored = plain.sample_at(uniforms, GAMMA), mirroring.sample_at(uniforms, GAMMA)
+    odd = np.arange(1, 16, 2)
+    for field in ("obs", "next_obs"):
+        before, after = getattr(original, field).numpy(), getattr(mirrored, field).numpy()
+        assert before.shape == (16, window * n_features + n_portfolio)
+        np.testing.assert_array_equal(after[odd - 1], before[odd - 1])
+        portfolio = before[:, -n_portfolio:]
+        for bar in range(window):
+            columns = slice(bar * n_features, (bar + 1) * n_features)
+            expected = one_bar.apply(np.concatenate([before[:, columns], portfolio], 1))
+            np.testing.assert_allclose(after[odd, columns], expected[odd, :n_features], rtol=1e-15, atol=1e-15)
+            np.testing.assert_allclose(after[odd, -n_portfolio:], expected[odd, n_features:], rtol=1e-15, atol=1e-15)
+        assert not np.array_equal(after[odd], before[odd])  # the draw has something to mirror
+    assert torch.equal(mirrored.returns, original.returns) and torch.equal(mirrored.indices, original.indices)
+
+
+def test_the_one_bar_constants_are_the_observation_mirror_itself_and_a_window_repeats_the_features_only() -> None:
+    fold, width = real_fold(3)
+    n_features = len(fold.feature_names)
+    one_bar, windowed = mirror.mirror_constants(fold), mirror.mirror_constants(attrs.evolve(fold, window=3))
+    expected = observation_mirror(fold.feature_names, fold.normalizer)
+    for key in ("scale", "shift", "low", "high"):
+        assert np.array_equal(one_bar[key], getattr(expected, key))
+        assert windowed[key].shape == (3 * n_features + len(PortfolioObs),)
+        assert np.array_equal(windowed[key], np.concatenate([one_bar[key][:n_features]] * 2 + [one_bar[key]]))
+
+
+def test_a_fold_for_another_window_is_refused_by_the_replay() -> None:
+    fold, width = real_fold(0, 2)
+    plain, _ = windowed_replays(fold, width, 0)
+    with pytest.raises(ValueError, match="window of 1 bars, but this replay samples windows of 2"):
+        plain.set_fold(attrs.evolve(fold, window=1))
+
+
+def test_windowed_mirrored_sampling_traces_as_one_graph() -> None:
+    """`[learner] compile = true` traces sample_at with fullgraph: the window gather, then the mirror."""
+    fold, width = real_fold(2, 3)
+    _, mirroring = windowed_replays(fold, width, 2)
+    uniforms = torch.rand(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    compiled = torch.compile(mirroring.sample_at, backend="eager", fullgraph=True)(uniforms, GAMMA)
+    eager = mirroring.sample_at(uniforms, GAMMA)
+    assert torch.equal(compiled.obs, eager.obs) and torch.equal(compiled.next_obs, eager.next_obs)
+    assert torch.equal(compiled.actions, eager.actions)

@@ -1,0 +1,377 @@
+"""Encoders: the window gathered by bar index, its causality, the replay's windows, the mlp path bit for bit,
+and the attention encoder in a real run through its checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+from trainer_testkit import TINY, TINY_DATA, invoke, train_args
+
+import foxhunt.learner.declarations as declarations
+from foxhunt import AugmentationFold, AugmentationInputs, ReplayAugmentation
+from foxhunt.actions import Branch, branch_sizes
+from foxhunt.audit import parse_rows
+from foxhunt.backtester import backtest_checkpoint, load_policy
+from foxhunt.env.tables import PortfolioObs
+from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.learner import MLP_ENCODER, Batch, Learner, Replay, ReplayConfig, select_encoder, window_input
+from foxhunt.learner.encoders import window_indices
+from foxhunt.plugin_host import ENTRY_POINT_GROUP
+from foxhunt.policy_export import export_policy
+from foxhunt_plugins.encoders import attention, scan
+
+PORTFOLIO = 3  # a portfolio width for the unit tests (the environment's is PortfolioObs.size())
+
+
+def observations(features: torch.Tensor, bars: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """What the environment writes: the features of each bar, then portfolio fields."""
+    return torch.cat([features[bars], torch.randn(bars.shape[0], PORTFOLIO, generator=generator)], dim=1)
+
+
+def test_window_rows_are_the_bars_before_oldest_first_and_the_first_bar_repeats() -> None:
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(10, 2, generator=g)
+    bars = torch.tensor([5, 1])
+    obs = observations(features, bars, g)
+    x = window_input(obs, bars, features, 3)
+    assert x.shape == (2, 3 * 2 + PORTFOLIO)
+    assert torch.equal(x[0, :6], torch.cat([features[3], features[4], features[5]]))
+    assert torch.equal(x[1, :6], torch.cat([features[0], features[0], features[1]]))  # bar -1 padded by bar 0
+    assert torch.equal(x[:, 6:], obs[:, 2:])  # the portfolio at t, last
+    assert window_indices(torch.tensor([0.0, 7.0]), 3).tolist() == [[0, 0, 0], [5, 6, 7]]  # PS.BAR is a float
+
+
+def test_a_one_bar_window_is_the_observation_itself() -> None:
+    obs = torch.randn(4, 5)
+    assert window_input(obs, torch.zeros(4), torch.randn(8, 2), 1) is obs
+
+
+@settings(deadline=None)
+@given(n_bars=st.integers(2, 12), window=st.integers(2, 5), data=st.data())
+def test_changing_bars_after_t_never_changes_the_encoder_input_at_t(n_bars: int, window: int, data) -> None:
+    """The causality property, through the gather and through the attention encoder's output."""
+    seed = data.draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    t = data.draw(st.integers(0, n_bars - 2))
+    features = torch.randn(n_bars, 3, generator=g, dtype=torch.float64)
+    changed = features.clone()
+    changed[t + 1:] = torch.randn(n_bars - t - 1, 3, generator=g, dtype=torch.float64) * 10
+    bars = torch.tensor([t])
+    portfolio = torch.randn(1, PORTFOLIO, generator=g, dtype=torch.float64)
+    before = window_input(torch.cat([features[bars], portfolio], 1), bars, features, window)
+    after = window_input(torch.cat([changed[bars], portfolio], 1), bars, changed, window)
+    assert torch.equal(before, after)
+    torch.manual_seed(seed)
+    encoder = attention.build(3, PORTFOLIO, attention.AttentionSettings(window=window, width=4, heads=2)).double()
+    assert torch.equal(encoder(before), encoder(after))
+    encoder = scan.build(3, PORTFOLIO, scan.ScanSettings(window=window, width=4, state=2, heads=2)).double()
+    assert torch.equal(encoder(before), encoder(after))
+    # and a bar at or before t does change it: the window is not blind
+    earlier = features.clone()
+    earlier[t] += 1.0
+    moved = window_input(torch.cat([earlier[bars], portfolio], 1), bars, earlier, window)
+    assert not torch.equal(moved, before)
+
+
+def test_an_unknown_encoder_is_refused_naming_the_available_ones() -> None:
+    with pytest.raises(ConfigError, match=r"learner.encoder: 'lstm' is not an encoder .*available: mlp"):
+        select_encoder([MLP_ENCODER], "lstm")
+
+
+def test_the_core_ships_the_audit_row_of_its_encoder_as_the_repository_lists_it() -> None:
+    [shipped] = [row for row in parse_rows(declarations.FOXHUNT_AUDIT, "module") if row.name == "mlp"]
+    table = Path(__file__).resolve().parents[2] / "docs" / "audits" / "components.md"
+    [listed] = [row for row in parse_rows(table.read_text(encoding="utf-8"), "docs") if row.name == "mlp"]
+    assert (shipped.kind, shipped.plugin, shipped.status, shipped.tests) == (
+        listed.kind, listed.plugin, listed.status, listed.tests)
+    assert declarations.foxhunt_encoders() == [MLP_ENCODER]
+
+
+def windowed_replay(window: int, augmentations=()) -> tuple[Replay, torch.Tensor, list[tuple[torch.Tensor, ...]]]:
+    """A replay of 2 environments with a window, filled with 12 steps over a 30-bar feature matrix."""
+    n_features, n_envs = 2, 2
+    replay = Replay(ReplayConfig(capacity=40), n_features + PORTFOLIO, n_envs, 2, "cpu",
+                    torch.Generator().manual_seed(3), augmentations=augmentations, window=window, n_features=n_features)
+    g = torch.Generator().manual_seed(5)
+    features = torch.randn(30, n_features, generator=g)
+    replay.set_features(features)
+    steps = []
+    bars = torch.tensor([0, 9])
+    for _ in range(12):
+        obs, next_obs = observations(features, bars, g), observations(features, bars + 1, g)
+        actions = torch.stack([torch.randint(0, size, (n_envs,), generator=g) for size in branch_sizes()], dim=1)
+        rewards, dones = torch.randn(n_envs, generator=g), torch.zeros(n_envs)
+        replay.add(obs, actions, rewards, next_obs, dones, bars, bars + 1)
+        steps.append((obs, bars.clone(), next_obs, bars + 1))
+        bars = bars + 1
+    return replay, features, steps
+
+
+def test_the_replay_rebuilds_each_window_from_the_stored_bar_index() -> None:
+    replay, features, steps = windowed_replay(4)
+    batch = replay.sample_at(torch.rand(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+                             torch.full((len(Branch),), 0.9))
+    row, env = torch.div(batch.indices, 2, rounding_mode="floor"), torch.remainder(batch.indices, 2)
+    for k in range(8):
+        obs, bars, _, _ = steps[int(row[k])]
+        e = int(env[k])
+        expected = window_input(obs[e:e + 1], bars[e:e + 1], features, 4)
+        assert torch.equal(batch.obs[k:k + 1], expected)
+    assert batch.obs.shape == (8, 4 * 2 + PORTFOLIO) and batch.next_obs.shape == batch.obs.shape
+    assert {"bars", "next_bars"} <= set(replay.state_dict())
+    replay.reset()
+    assert not replay.bars.any() and not replay.next_bars.any()
+
+
+def test_a_one_bar_replay_keeps_its_state_as_before_encoders() -> None:
+    replay = Replay(ReplayConfig(capacity=40), 5, 2, 2, "cpu", torch.Generator())
+    assert not {"bars", "next_bars"} & set(replay.state_dict())
+
+
+def negate_selected(inputs: AugmentationInputs) -> Batch:
+    flip = inputs.selected
+    return dataclasses.replace(inputs.batch, obs=torch.where(flip, -inputs.batch.obs, inputs.batch.obs),
+                               next_obs=torch.where(flip, -inputs.batch.next_obs, inputs.batch.next_obs))
+
+
+def test_augmentations_see_the_window_built_before_them() -> None:
+    """The replay rebuilds each window first, then its augmentations run on the ``[B, W × F + P]`` input (the
+    mirror's every-bar map: tests/plugins/augmentations/test_mirror_augmentation.py)."""
+    negate = ReplayAugmentation(name="negate", augment=negate_selected, fraction=0.5, description="negated")
+    plain, _, _ = windowed_replay(3)
+    augmented, _, _ = windowed_replay(3, [negate])
+    augmented.set_fold(AugmentationFold(("a", "b"), None, None, window=3))
+    uniforms = torch.rand(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    gamma = torch.full((len(Branch),), 0.9)
+    original, changed = plain.sample_at(uniforms, gamma), augmented.sample_at(uniforms, gamma)
+    odd = torch.arange(1, 8, 2)
+    assert changed.obs.shape == (8, 3 * 2 + PORTFOLIO)
+    for field in ("obs", "next_obs"):
+        assert torch.equal(getattr(changed, field)[odd], -getattr(original, field)[odd])
+        assert torch.equal(getattr(changed, field)[odd - 1], getattr(original, field)[odd - 1])
+    with pytest.raises(ValueError, match="window of 1 bars"):
+        augmented.set_fold(AugmentationFold(("a", "b"), None, None))
+
+
+def small_learner(kit, encoders, **changes) -> Learner:
+    host, registries = kit.frozen_host(extra=[(attention, attention.NAME), (scan, scan.NAME)],
+                                       settings={"attention": {"window": 3, "width": 8, "heads": 2},
+                                                 "scan": {"window": 3, "width": 8, "state": 4, "heads": 2}})
+    config = kit.small_config(**changes)
+    from foxhunt.isv import ISV
+
+    isv = ISV(registries.layout, "cpu")
+    return Learner(config, registries.layout, isv, host.loss_components(config), kit.obs_dim, "cpu", 0,
+                   n_envs=kit.n_envs, encoders=host.encoders(config) if encoders is None else encoders, n_features=2)
+
+
+def fill_windowed(learner: Learner, features: torch.Tensor, steps: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` transitions of 3 environments over ``features`` (2 columns); the last observations and bars."""
+    g = torch.Generator().manual_seed(4)
+    portfolio = learner.obs_dim - 2
+    for step in range(steps):
+        bars = torch.tensor([step, step + 5, step + 10])
+        obs = torch.cat([features[bars], torch.randn(3, portfolio, generator=g)], 1)
+        next_obs = torch.cat([features[bars + 1], torch.randn(3, portfolio, generator=g)], 1)
+        actions = torch.stack([torch.randint(0, size, (3,), generator=g) for size in branch_sizes()], dim=1)
+        learner.replay.add(obs, actions, torch.randn(3, generator=g), next_obs, torch.zeros(3), bars, bars + 1)
+    return obs, bars
+
+
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_a_learner_with_a_window_encoder_acts_and_updates_on_windows(kit, encoder: str) -> None:
+    learner = small_learner(kit, None, encoder=encoder)
+    assert learner.window == 3 and learner.input_dim == 3 * 2 + (kit.obs_dim - 2)
+    features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
+    learner.use_features(features)
+    obs, bars = fill_windowed(learner, features)
+    q = learner.act_values(obs, bars)
+    assert q.shape == (3, len(Branch), max(branch_sizes()))
+    before = [p.detach().clone() for p in learner.network.encoder.parameters()]
+    for _ in range(3):
+        learner.step(16)
+    assert all(torch.isfinite(v) for v in learner.loss_values)
+    assert any(not torch.equal(b, p) for b, p in zip(before, learner.network.encoder.parameters(), strict=True))
+    with pytest.raises(ValueError, match="bar index"):
+        learner.act_values(obs)
+
+
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_the_compiled_update_with_a_window_encoder_matches_the_eager_one(kit, encoder: str) -> None:
+    """``[learner] compile = true`` traces the window gather and the encoder inside the update's graphs."""
+    torch._dynamo.reset()
+    features = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
+    runs = []
+    for compiled in (False, True):
+        learner = small_learner(kit, None, encoder=encoder, compile=compiled)
+        learner.use_features(features)
+        fill_windowed(learner, features)
+        for _ in range(2):
+            learner.step(16)
+        runs.append(learner)
+    torch._dynamo.reset()
+    eager, compiled = runs
+    for a, b in zip(eager.params, compiled.params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(eager.loss_values, compiled.loss_values, rtol=1e-4, atol=1e-6)
+
+
+def test_the_default_learner_builds_todays_network(kit) -> None:
+    """mlp adds no parameter, buffer or RNG draw: the same seed gives the same network as before encoders."""
+    learner = small_learner(kit, None)
+    assert learner.window == 1 and learner.input_dim == kit.obs_dim
+    assert not any(name.startswith("encoder.") for name in learner.network.state_dict())
+    assert learner.network.trunk[0].in_features == kit.obs_dim
+
+
+# A tiny `foxhunt train` (TINY, one fold of one epoch) on the code before encoders existed (commit 857d013), one
+# intra-op thread, torch 2.13 on an x86-64 CPU: the SHA-256 of its fold checkpoint's tensors (sorted names, then
+# raw bytes). The default run must give exactly these tensors.
+PINNED_DEFAULT_TENSORS = "b895e08fe52c9b5182f03db041fc99c84b6cea69fffe65a4d23aacb79d089c5a"
+# The same run split in two, for a plugin set that has grown since: every tensor but the ISV (as above), and the
+# ISV slot by slot (sorted names, then each slot's raw bytes) leaving out the layout's fingerprint and the slots of
+# plugins added after 857d013 that declare a slot even when off (iql's support floor): those change the ISV's
+# width and fingerprint, never a value the run computes. Both recorded from a run whose full digest is the one
+# above, so they are 857d013's.
+PINNED_DEFAULT_NETWORK = "635dfaf2205ccc1c1dd7518f65ad0d8301b31fb2d4505cf199b034f4532ca75d"
+PINNED_DEFAULT_ISV_SLOTS = "1e4deadb4bb6d524c34042c8738093076766b8e5fbba9d60004e4747779ac8bb"
+SLOTS_NEWER_THAN_THE_PIN = {"iql"}  # owners
+ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
+
+
+def tensor_digest(path: Path, leave_out: tuple[str, ...] = ()) -> str:
+    tensors = load_file(str(path / "checkpoints/fold_0/tensors.safetensors"))
+    digest = hashlib.sha256()
+    for name in sorted(set(tensors) - set(leave_out)):
+        digest.update(name.encode())
+        digest.update(tensors[name].contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def isv_slot_digest(path: Path) -> str:
+    """The fold checkpoint's ISV values slot by slot, by name, as the checkpoint's own layout places them."""
+    isv = load_file(str(path / "checkpoints/fold_0/tensors.safetensors"))["isv"]
+    layout = json.loads((path / "checkpoints/fold_0/metadata.json").read_text(encoding="utf-8"))["isv"]
+    digest = hashlib.sha256()
+    for slot in sorted(layout["slots"], key=lambda slot: slot["name"]):
+        if slot["name"] == "isv.fingerprint" or slot["owner"] in SLOTS_NEWER_THAN_THE_PIN:
+            continue
+        digest.update(slot["name"].encode())
+        digest.update(isv[slot["offset"]:slot["offset"] + slot["width"]].contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def iql_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """iql discoverable, as an install from today's pyproject lists it (off by default; its slot declared)."""
+    real = importlib.metadata.entry_points
+    point = importlib.metadata.EntryPoint("iql", "foxhunt_plugins.losses.iql", ENTRY_POINT_GROUP)
+
+    def entry_points(**selection):
+        found = real(**selection)
+        if selection.get("group") != ENTRY_POINT_GROUP or any(ep.name == "iql" for ep in found):
+            return found
+        return [*found, point]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+def default_run(out: Path, *overrides: str) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the pinned digest was recorded: a matmul's sums are split by thread
+    try:
+        result = invoke(*train_args(out, (*ONE_EPOCH, *overrides)))
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output + result.stderr
+
+
+def test_the_default_run_is_bit_identical_to_before_encoders(iql_installed, tmp_path: Path) -> None:
+    """Every tensor the run computes is 857d013's, with today's built-in plugins installed."""
+    default_run(tmp_path / "run")
+    assert tensor_digest(tmp_path / "run", leave_out=("isv",)) == PINNED_DEFAULT_NETWORK
+    assert isv_slot_digest(tmp_path / "run") == PINNED_DEFAULT_ISV_SLOTS
+
+
+def test_with_857d013s_plugin_set_every_checkpoint_tensor_is_857d013s(iql_installed, tmp_path: Path) -> None:
+    default_run(tmp_path / "run", 'plugins.disable=["iql"]')
+    assert tensor_digest(tmp_path / "run") == PINNED_DEFAULT_TENSORS
+
+
+@pytest.fixture
+def window_encoders_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder plugins discoverable through the entry-point group, as an installed foxhunt lists them."""
+    real = importlib.metadata.entry_points
+    points = [importlib.metadata.EntryPoint(module.NAME, module.__name__, ENTRY_POINT_GROUP)
+              for module in (attention, scan)]
+
+    def entry_points(**selection):
+        found = real(**selection)
+        if selection.get("group") != ENTRY_POINT_GROUP:
+            return found
+        names = {ep.name for ep in found}
+        return [*found, *(point for point in points if point.name not in names)]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+@pytest.mark.parametrize("encoder", ["attention", "scan"])
+def test_a_run_with_a_window_encoder_trains_saves_and_backtests_through_it(window_encoders_installed, encoder: str,
+                                                                          tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    overrides = (*ONE_EPOCH, f'learner.encoder="{encoder}"', f"plugins.{encoder}.window=4",
+                 f"plugins.{encoder}.width=8")
+    result = invoke(*train_args(out, overrides))
+    assert result.exit_code == 0, result.output + result.stderr
+    checkpoint = out / "checkpoints/fold_0"
+    loaded = load_policy(checkpoint)
+    try:
+        assert loaded.policy.encoder.name == encoder and loaded.policy.window == 4
+        assert loaded.policy.metadata["encoder"] == {"name": encoder, "window": 4}
+        assert any(name.startswith("encoder.") for name in loaded.policy.network.state_dict())
+    finally:
+        loaded.host.close()
+    outcome = backtest_checkpoint(checkpoint)  # acts through the window, on the recomputed features
+    assert set(outcome.metrics) == {"agent", "buy_and_hold", "flat"}
+    with pytest.raises(CheckpointError, match=rf"encoder '{encoder}' over 4 bars.*gives 8"):
+        load_policy(checkpoint, plugins={encoder: {"window": 8}})
+    assert_exports_act_through_the_window(checkpoint, tmp_path)
+
+
+def assert_exports_act_through_the_window(checkpoint: Path, tmp_path: Path) -> None:
+    """TorchScript exports take the encoder input (or raw window rows) and act as the loaded policy does."""
+    loaded = load_policy(checkpoint)
+    loaded.host.close()
+    policy = loaded.policy
+    g = torch.Generator().manual_seed(0)
+    n_features, batch = policy.n_features, 5  # not the traced example's batch
+    policy.use_features(torch.randn(50, n_features, generator=g))
+    bars = torch.randint(0, 50, (batch,), generator=g)
+    portfolio = torch.randn(batch, PortfolioObs.size(), generator=g)
+    obs = torch.cat([policy.feature_matrix[bars], portfolio], 1)
+    model_path, sidecar = export_policy(checkpoint, "torchscript", tmp_path / "model.pt")
+    model = torch.jit.load(str(model_path))
+    actions, _ = model(policy.encoder_input(obs, bars))
+    assert torch.equal(actions, policy.greedy_actions(obs, bars))
+    assert json.loads(sidecar.read_text())["encoder"]["window"] == policy.window
+    raw_path, _ = export_policy(checkpoint, "torchscript", tmp_path / "raw.pt", inputs="raw")
+    raw = torch.randn(batch, policy.window, n_features, generator=g, dtype=torch.float64)
+    rows = torch.from_numpy(policy.normalizer.apply(raw.reshape(-1, n_features).numpy())).reshape(batch, -1)
+    raw_actions, _ = torch.jit.load(str(raw_path))(raw.to(torch.float32), portfolio)
+    observed, _ = model(torch.cat([rows.to(torch.float32), portfolio], 1))
+    assert torch.equal(raw_actions, observed)
+
+
+def test_an_unknown_encoder_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    result = invoke(*train_args(tmp_path / "run", (*ONE_EPOCH, 'learner.encoder="lstm"')))
+    assert result.exit_code != 0
+    assert "learner.encoder: 'lstm' is not an encoder" in result.output + result.stderr
