@@ -13,7 +13,7 @@ Acting is the learner's acting path (:meth:`Learner.act_values
 <foxhunt.learner.Learner.act_values>`) with the same operations in the same
 order, so a saved policy gives bit for bit the actions the run measured.
 The trainer tests each fold with its saved policy, ``foxhunt backtest`` and
-``foxhunt export`` load one (through :func:`foxhunt.backtester.load_policy`,
+``foxhunt export`` load one (through :func:`foxhunt.checkpoint_backtest.load_policy`,
 which first checks the plugin set the layout comes from).
 
 A policy acts through the encoder it was trained with (``[learner] encoder``):

@@ -41,7 +41,7 @@ from torch import nn
 
 from foxhunt import __version__, durable
 from foxhunt.actions import BRANCH_TABLES, Branch
-from foxhunt.backtester import LoadedPolicy, load_policy
+from foxhunt.checkpoint_backtest import LoadedPolicy, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import FoxhuntError
 from foxhunt.learner.network import BranchingNetwork

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 from trainer_testkit import TINY, TINY_DATA, StopAfter, _private_feature_cache, invoke  # noqa: F401 - a fixture
 
-from foxhunt.backtester import backtest_checkpoint
+from foxhunt.checkpoint_backtest import backtest_checkpoint
 from foxhunt.checkpoint import METADATA_FILE, TENSORS_FILE, seal_metadata
 from foxhunt.config import load_config
 from foxhunt.errors import CheckpointError

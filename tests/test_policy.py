@@ -13,7 +13,7 @@ from export_testkit import checkpoint  # noqa: F401 - a fixture
 from learner_builders import make_learner  # noqa: F401 - a fixture
 from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture
 
-from foxhunt.backtester import load_policy
+from foxhunt.checkpoint_backtest import load_policy
 from foxhunt.checkpoint import METADATA_FILE, TENSORS_FILE, seal_metadata
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, FingerprintMismatch

@@ -16,7 +16,7 @@ from export_testkit import checkpoint  # noqa: F401 - a fixture
 from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture
 
 from foxhunt.actions import BRANCH_TABLES, Branch
-from foxhunt.backtester import LoadedPolicy, load_policy
+from foxhunt.checkpoint_backtest import LoadedPolicy, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, FoxhuntError
 from foxhunt.policy_export import METADATA_KEY, PORTFOLIO_FORMULAS, export_policy

@@ -10,7 +10,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from foxhunt.backtester import CHECKPOINT_WINDOWS, backtest_checkpoint, plugin_overrides
+from foxhunt.checkpoint_backtest import CHECKPOINT_WINDOWS, backtest_checkpoint, plugin_overrides
 from foxhunt.cli.common import (EXIT_OUT_OF_BAND, EXIT_STOPPED, config_options, metrics_port_option, resolve_config,
                                  toml_string)
 from foxhunt.config_checks import check_config

@@ -33,7 +33,7 @@ from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
-from foxhunt.diagnostics import epoch_diagnostics
+from foxhunt.epoch_diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS

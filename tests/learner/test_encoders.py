@@ -20,7 +20,7 @@ import foxhunt.learner.declarations as declarations
 from foxhunt import AugmentationFold, AugmentationInputs, ReplayAugmentation
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.audit import parse_rows
-from foxhunt.backtester import backtest_checkpoint, load_policy
+from foxhunt.checkpoint_backtest import backtest_checkpoint, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.learner import MLP_ENCODER, Batch, Learner, Replay, ReplayConfig, select_encoder, window_input

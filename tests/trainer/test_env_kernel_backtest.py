@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from trainer_testkit import TINY, invoke, read_summary, train_args
 
-from foxhunt.backtester import load_policy
+from foxhunt.checkpoint_backtest import load_policy
 from foxhunt.env.kernel import run_env_step
 from foxhunt.trainer import evaluation
 from foxhunt.trainer.trainer import normalised_features, prepare_data

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from trainer_testkit import TINY, TINY_DATA, StopAfter, read_summary
 
-from foxhunt.backtester import backtest_checkpoint
+from foxhunt.checkpoint_backtest import backtest_checkpoint
 from foxhunt.checkpoint import seal_metadata
 from foxhunt.config import load_config
 from foxhunt.data import load_from_config

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foxhunt import core_declarations
-from foxhunt.diagnostics import epoch_diagnostics
+from foxhunt.epoch_diagnostics import epoch_diagnostics
 from foxhunt.records import KernelPoint
 from foxhunt.state import ResetCategory
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from structlog.testing import capture_logs
 
-from foxhunt.diagnostics import HEALTH_DIAG_EVENT, emit_health_diag, epoch_diagnostics
+from foxhunt.epoch_diagnostics import HEALTH_DIAG_EVENT, emit_health_diag, epoch_diagnostics
 from foxhunt.isv import ISV, IsvLayout, Slot
 from foxhunt.metrics_export import MetricsExporter
 from foxhunt.monitors import AdaptiveMonitor, DiagSnapshot

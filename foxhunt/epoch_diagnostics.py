@@ -54,7 +54,7 @@ def emit_health_diag(
     ``context`` is bound into the event (e.g. ``fold=``, ``epoch=``). Keys of
     non-finite values are listed under ``non_finite`` so a log search finds them.
     """
-    logger = logger if logger is not None else structlog.get_logger("foxhunt.diagnostics")
+    logger = logger if logger is not None else structlog.get_logger("foxhunt.epoch_diagnostics")
     non_finite = sorted(
         f"{snapshot.name}:{key}" for snapshot in snapshots for key, value in snapshot.values.items() if not math.isfinite(value)
     )
