@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from foxhunt.errors import ConfigError
+from foxhunt.learner.choice import select_choice, unknown_choice
 from foxhunt.records import Combination, GradientCombiner
 
 __all__ = ["CombinedGradient", "BUDGETED_SUM", "DEFAULT_COMBINER", "budget_clip", "combine",
@@ -95,16 +95,9 @@ def combine(combiner: GradientCombiner, stacked: Sequence[torch.Tensor], losses:
 
 def unknown_combiner(combiners: Sequence[GradientCombiner], name: str) -> str | None:
     """Why ``name`` cannot be used (no loaded plugin provides it, the available ones listed), or None."""
-    if any(combiner.name == name for combiner in combiners):
-        return None
-    available = ", ".join(sorted(c.name for c in combiners)) or "none"
-    return (f"{name!r} is not a gradient combiner of any loaded plugin (available: {available}); "
-            f"set [learner] combiner to one of them, or enable the plugin that provides {name!r}")
+    return unknown_choice(combiners, name, "a gradient combiner", "learner.combiner")
 
 
 def select_combiner(combiners: Sequence[GradientCombiner], name: str) -> GradientCombiner:
     """The combiner called ``name``; a :class:`ConfigError` listing the available ones when no plugin provides it."""
-    reason = unknown_combiner(combiners, name)
-    if reason is not None:
-        raise ConfigError(f"learner.combiner: {reason}")
-    return next(combiner for combiner in combiners if combiner.name == name)
+    return select_choice(combiners, name, "a gradient combiner", "learner.combiner")

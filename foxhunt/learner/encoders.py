@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from foxhunt.errors import ConfigError
+from foxhunt.learner.choice import select_choice, unknown_choice
 from foxhunt.records import Encoder
 
 __all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "encoder_input_width", "select_encoder",
@@ -95,16 +95,9 @@ def window_input(obs: torch.Tensor, bars: torch.Tensor, features: torch.Tensor, 
 
 def unknown_encoder(encoders: Sequence[Encoder], name: str) -> str | None:
     """Why ``name`` cannot be used (no loaded plugin provides it, the available ones listed), or None."""
-    if any(encoder.name == name for encoder in encoders):
-        return None
-    available = ", ".join(sorted(e.name for e in encoders)) or "none"
-    return (f"{name!r} is not an encoder of any loaded plugin (available: {available}); "
-            f"set [learner] encoder to one of them, or enable the plugin that provides {name!r}")
+    return unknown_choice(encoders, name, "an encoder", "learner.encoder")
 
 
 def select_encoder(encoders: Sequence[Encoder], name: str) -> Encoder:
     """The encoder called ``name``; a :class:`ConfigError` listing the available ones when no plugin provides it."""
-    reason = unknown_encoder(encoders, name)
-    if reason is not None:
-        raise ConfigError(f"learner.encoder: {reason}")
-    return next(encoder for encoder in encoders if encoder.name == name)
+    return select_choice(encoders, name, "an encoder", "learner.encoder")
