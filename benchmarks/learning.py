@@ -61,7 +61,7 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "attention": ['learner.encoder="attention"'],
         "scan": ['learner.encoder="scan"'],
     },
-    "recovery": {  # docs/learner.md, "Plateau recovery" (not run yet)
+    "recovery": {  # docs/learner.md, "Plateau recovery" (measured: worse on, at the default run length)
         "off (default)": [],
         "on": ["train.recovery.enabled=true"],
     },
