@@ -56,7 +56,7 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "pcgrad": ['learner.combiner="pcgrad"'],
         "uncertainty": ['learner.combiner="uncertainty"'],
     },
-    "encoders": {  # docs/learner.md, "Encoders": the window plugins at their default settings (16 bars)
+    "encoders": {  # docs/learner.md, "Encoders": the window plugins at their default settings (16 bars); measured on the trend
         "mlp (default)": [],
         "attention": ['learner.encoder="attention"'],
         "scan": ['learner.encoder="scan"'],
