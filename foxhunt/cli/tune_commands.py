@@ -44,7 +44,7 @@ def _param(value) -> str:
 
 
 def _print_best(study) -> None:
-    from foxhunt.tune.study import METRIC_ATTR, import_optuna
+    from foxhunt.tune.study import METRIC_ATTR, SOURCES_ATTR, import_optuna
 
     optuna = import_optuna()
     complete = [t for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
@@ -53,11 +53,20 @@ def _print_best(study) -> None:
         return
     best = study.best_trial
     metric = study.user_attrs.get(METRIC_ATTR, "objective")
-    console.print(f"best: trial {best.number}, {metric} {best.value:+.4f} (validation, mean of each fold's best epoch)")
+    over = "each data source's mean" if study.user_attrs.get(SOURCES_ATTR) else "mean"
+    console.print(f"best: trial {best.number}, {metric} {best.value:+.4f} (validation, {over} of each fold's best epoch)")
     for override in best.user_attrs.get("overrides", []):
         console.print(f"  --set {override}")
     if best.user_attrs.get("run_dir"):
         console.print(f"  run directory: {best.user_attrs['run_dir']}")
+
+
+def _print_sources(study) -> None:
+    from foxhunt.tune.study import SOURCES_ATTR
+
+    sources = study.user_attrs.get(SOURCES_ATTR)
+    if sources:
+        console.print(f"each trial trains on {len(sources)} data sources, its objective their mean: {', '.join(sources)}")
 
 
 def _check_session(session) -> None:
@@ -83,6 +92,8 @@ def _run_workers(spec, *, executor, workers, ray_address, trials, timeout, seed,
                        threads=max(1, spec.base.run.threads), timeout=timeout, seed=seed, device=device)
     gpu = device_name(device or spec.base.run.device) == "cuda"
     console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
+    if spec.sources:
+        console.print(f"each trial trains on {len(spec.sources)} data sources in turn: {', '.join(spec.sources)}")
     console.print(f"{len(jobs)} workers on {executor}, trials {', '.join(str(job.trials) for job in jobs)}")
     if executor == "ray":
         problems = run_ray(jobs, address=ray_address, gpu=gpu)
@@ -116,7 +127,9 @@ def _run_workers(spec, *, executor, workers, ray_address, trials, timeout, seed,
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Start no new trial after this many seconds (a running trial finishes).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the TPE sampler.")
-@click.option("--data", "data_source", metavar="SOURCE", help="Data of every trial (as in `foxhunt train --data`).")
+@click.option("--data", "data_sources", metavar="SOURCE", multiple=True,
+              help="Data of every trial (as in `foxhunt train --data`). Repeat it to train each trial on every "
+                   "source in turn; the objective is then the mean of their objectives.")
 @click.option("--storage", metavar="URL", help="Optuna RDB URL (default: sqlite:///DIR/study.db), e.g. postgresql://host/db.")
 @click.option("--dir", "study_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Study directory holding the trial runs (default: runs/tune/NAME).")
@@ -130,7 +143,7 @@ def _run_workers(spec, *, executor, workers, ray_address, trials, timeout, seed,
 @click.option("--ray-address", metavar="ADDRESS", help="Join an existing Ray cluster (e.g. 10.0.0.1:6379, or auto) "
                                                        "instead of starting a local one.")
 @click.option("--show", is_flag=True, help="Print the study's trials and best parameters, and run nothing.")
-def tune_command(config_path, overrides, space_path, study_name, trials, timeout, seed, data_source, storage, study_dir,
+def tune_command(config_path, overrides, space_path, study_name, trials, timeout, seed, data_sources, storage, study_dir,
                  device, workers, executor, ray_address, show) -> None:
     """Search hyperparameters with Optuna: each trial is an ordinary training run.
 
@@ -153,6 +166,8 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
       foxhunt tune --study lr --space space.toml --trials 20 --data eurusd-1h-2017
       foxhunt tune --study lr --trials 10        # resume: 10 more trials
       foxhunt tune --study lr --show             # trials and best parameters
+      foxhunt tune --study suite --space space.toml --trials 40 \\
+        --data 'synthetic:ar1?phi=0.05&seed=11' --data 'synthetic:meanrev?seed=11'  # every trial on both
       foxhunt tune --study lr --trials 20 --workers 4                  # 4 processes
       foxhunt tune --study lr --trials 20 --workers 8 --executor ray   # Ray tasks
       foxhunt tune --study lr --trials 20 --workers 8 --executor ray \\
@@ -163,7 +178,8 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     (seeded by --seed) proposes values; a median pruner stops a trial whose
     validation metric (train.validation_metric) at an epoch is worse than the
     median of earlier trials at the same epoch. The objective is the mean over
-    folds of each fold's best validation value: tuning selects on validation,
+    folds of each fold's best validation value (with several --data, the mean
+    of each source's): tuning selects on validation,
     so judge the chosen parameters on data the study never saw. The study is
     stored in SQLite under the study directory (or --storage), and runs go to
     runs/tune/NAME/trial_NNNN. --workers N runs N workers on the study, each
@@ -171,7 +187,6 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     SQLite file must be on a filesystem every node mounts). See docs/tune.md.
     """
     from foxhunt.trainer.interrupt import StopFlag
-    from foxhunt.tune.space import override_text
     from foxhunt.tune.study import (
         default_directory, default_storage, import_optuna, load_study, prepare_study, run_study, trial_line,
     )
@@ -185,17 +200,15 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
     directory = study_dir if study_dir is not None else default_directory("runs", study_name)
     url = storage or default_storage(directory)
     if show:
-        if space_path is not None or config_path is not None or overrides or data_source is not None:
+        if space_path is not None or config_path is not None or overrides or data_sources:
             raise ConfigError("--show only reads a study; drop --space, --config, --set and --data")
         study = load_study(study_name, url)
         console.print(_trials_table(study, f"study {study_name} ({url})"))
+        _print_sources(study)
         _print_best(study)
         return
-    extra = list(overrides)
-    if data_source is not None:
-        extra.append(f"data.source={override_text(data_source)}")
-    spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path, overrides=extra,
-                         device=device)
+    spec = prepare_study(study_name, directory, url, space_path=space_path, config_path=config_path,
+                         overrides=list(overrides), device=device, sources=data_sources)
     if spec.base.run.threads:
         torch.set_num_threads(spec.base.run.threads)  # the program, not the library, sizes the thread pool
     if workers > 1 or executor == "ray":
@@ -213,6 +226,8 @@ def tune_command(config_path, overrides, space_path, study_name, trials, timeout
         console.print(trial_line(trial))
 
     console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
+    if spec.sources:
+        console.print(f"each trial trains on {len(spec.sources)} data sources in turn: {', '.join(spec.sources)}")
     with StopFlag() as stop:
         study = run_study(spec, trials=trials, timeout=timeout, seed=seed, device=device, user_stop=stop,
                           on_trial=on_trial)

@@ -4,7 +4,9 @@ A trial is one ordinary training run. The trainer calls :class:`EpochReporter` a
 validation backtest of every epoch of every fold (``Trainer(on_epoch=...)``). The reporter
 
 - reports that epoch's validation metric to the Optuna trial at step
-  ``fold * epochs + epoch``, so every trial of a study is compared at the same point of training;
+  ``offset + fold * epochs + epoch``, so every trial of a study is compared at the same point of training
+  (``offset`` is non-zero for the second and later data sources of a study over several, whose runs a trial
+  trains one after another: ``source index * folds * epochs``);
 - asks the pruner whether to stop, and if so requests a stop through :class:`TrialStop`, which the
   trainer honours at the end of the epoch exactly like Ctrl-C (a resume checkpoint, no traceback);
 - keeps each fold's best validation value, whose mean over folds is the trial's objective.
@@ -51,11 +53,12 @@ class TrialStop:
 class EpochReporter:
     """``on_epoch`` callback of one trial: report, maybe prune, remember each fold's best validation value."""
 
-    def __init__(self, trial: Any, metric: str, epochs: int, stop: TrialStop) -> None:
+    def __init__(self, trial: Any, metric: str, epochs: int, stop: TrialStop, offset: int = 0) -> None:
         self.trial = trial
         self.metric = metric
         self.epochs = epochs
         self.stop = stop
+        self.offset = offset
         self.fold_best: dict[int, float] = {}
         self.last_step: int | None = None
 
@@ -63,7 +66,7 @@ class EpochReporter:
         value = float(validation[self.metric])
         if better(self.metric, value, self.fold_best.get(fold)):
             self.fold_best[fold] = value
-        step = fold * self.epochs + epoch
+        step = self.offset + fold * self.epochs + epoch
         self.last_step = step
         self.trial.report(value, step)
         if not self.stop.pruned and self.trial.should_prune():

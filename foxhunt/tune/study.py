@@ -8,6 +8,10 @@ A study lives in two places:
 - its **directory** (by default ``runs/tune/NAME``) holds ``base.toml``, ``space.toml`` and one run
   directory per trial, ``trial_NNNN/``, each with its ``trial.json`` (parameters, state, objective).
 
+A study over several data sources (``foxhunt tune --data A --data B``) trains each trial once per source,
+one after another, in ``trial_NNNN/data_K/``; the trial's objective is the mean of the sources' objectives,
+so the parameters chosen are those that do well on all of them rather than on one market's noise.
+
 Optuna is imported here only inside functions: ``foxhunt --help`` stays fast and the ``tune``
 extra stays optional.
 """
@@ -45,6 +49,7 @@ log = structlog.get_logger(__name__)
 BASE_CONFIG_ATTR = "foxhunt.base_config"
 SPACE_ATTR = "foxhunt.space"
 METRIC_ATTR = "foxhunt.metric"
+SOURCES_ATTR = "foxhunt.sources"
 # Keys that say where a trial runs, not what it learns: a resumed study may change them.
 WHERE_KEYS = ("run.device", "run.threads")
 # Seconds between a running trial's heartbeats, and after which a silent trial (its process was killed)
@@ -81,6 +86,9 @@ class StudySpec:
     storage: str
     base_config: str  # the resolved base config, as TOML (what config.toml of a run holds)
     space: SearchSpace
+    # Two or more data sources every trial trains on in turn (its objective is their mean); empty: the base
+    # config's data.source alone.
+    sources: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @property
     def base(self) -> FoxhuntConfig:
@@ -98,6 +106,12 @@ class StudySpec:
         data = apply_overrides(tomllib.loads(self.base_config), overrides)
         source = f"study {self.name} base config" + (f" + --set {' '.join(overrides)}" if overrides else "")
         return structure(data, FoxhuntConfig, source=source)
+
+    def source_overrides(self) -> list[list[str]]:
+        """The extra ``--set`` of each run a trial trains: one per data source (none for a one-source study)."""
+        from foxhunt.tune.space import override_text
+
+        return [[f"data.source={override_text(source)}"] for source in self.sources] or [[]]
 
 
 def _storage(url: str, *, create: bool):
@@ -124,8 +138,9 @@ def _engine_options(url: str) -> dict[str, Any]:
     return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
 
 
-def _stored(url: str, name: str) -> tuple[str, str] | None:
-    """The base config and space a stored study was started with, or None if there is no such study."""
+def _stored(url: str, name: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """The base config, space and data sources a stored study was started with, or None if there is no
+    such study."""
     optuna = import_optuna()
     if url.startswith(SQLITE_PREFIX) and not Path(url.removeprefix(SQLITE_PREFIX)).exists():
         return None  # a new study: its database is created when its first trial starts, not before
@@ -135,7 +150,7 @@ def _stored(url: str, name: str) -> tuple[str, str] | None:
     attrs_ = optuna.load_study(study_name=name, storage=storage).user_attrs
     if BASE_CONFIG_ATTR not in attrs_ or SPACE_ATTR not in attrs_:
         raise FoxhuntError(f"study {name!r} in this storage was not made by foxhunt tune; choose another --study name")
-    return attrs_[BASE_CONFIG_ATTR], attrs_[SPACE_ATTR]
+    return attrs_[BASE_CONFIG_ATTR], attrs_[SPACE_ATTR], tuple(attrs_.get(SOURCES_ATTR, ()))
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -163,8 +178,12 @@ def prepare_study(
     config_path: Path | None = None,
     overrides: tuple[str, ...] | list[str] = (),
     device: str | None = None,
+    sources: tuple[str, ...] | list[str] = (),
 ) -> StudySpec:
     """The spec of study ``name``: a new one from the space file and base config, or the stored one.
+
+    ``sources`` are the trials' data (``--data``, repeatable): one is the base config's ``data.source``;
+    two or more make every trial train on each in turn. A resumed study keeps its own.
 
     Resuming with no space or config arguments continues exactly what was started; giving them again
     is allowed when they resolve to the same base config and space (re-running the same command),
@@ -173,6 +192,16 @@ def prepare_study(
     keeps its sizes, and :func:`run_study` may still move its trials to another device.
     """
     stored = _stored(storage, name)
+    sources = tuple(sources)
+    if len(set(sources)) != len(sources):
+        repeated = sorted({source for source in sources if sources.count(source) > 1})
+        raise ConfigError(f"--data names {', '.join(repeated)} more than once; give each data source once")
+    if sources:
+        from foxhunt.tune.space import override_text
+
+        # the first source is the base config's: it is what base.toml and a one-source study train on
+        overrides = [*overrides, f"data.source={override_text(sources[0])}"]
+    given_sources = sources if len(sources) > 1 else ()
     given_base = None
     if config_path is not None or overrides or stored is None:
         # the device goes in before the run-size profile is resolved, as for `foxhunt train --device`
@@ -190,9 +219,14 @@ def prepare_study(
                 f"{directory} already holds trial runs, but {storage} has no study {name!r} (was its storage moved "
                 "or deleted?); give the study's --storage, or start a new --study name"
             )
-        return StudySpec(name, Path(directory), storage, given_base, given_space)
-    base, space_text = stored
+        return StudySpec(name, Path(directory), storage, given_base, given_space, given_sources)
+    base, space_text, stored_sources = stored
     stored_space = parse_space(tomllib.loads(space_text), f"study {name!r} space")
+    if sources and given_sources != stored_sources:
+        raise ConfigError(
+            f"study {name!r} was started with data {', '.join(stored_sources) or 'of its base config'}, not "
+            f"{', '.join(sources)}; resume it without --data, or start a new --study"
+        )
     if given_base is not None and (differences := _config_differences(base, given_base)):
         raise ConfigError(
             f"study {name!r} was started with another base config; resume it without --config/--set/--data, "
@@ -203,7 +237,7 @@ def prepare_study(
             f"study {name!r} was started with another search space (see {Path(directory) / 'space.toml'}); "
             "resume it without --space, or start a new --study"
         )
-    return StudySpec(name, Path(directory), storage, base, stored_space)
+    return StudySpec(name, Path(directory), storage, base, stored_space, stored_sources)
 
 
 def load_study(name: str, storage: str) -> optuna.Study:
@@ -230,6 +264,8 @@ def start_study(spec: StudySpec) -> None:
     study.set_user_attr(BASE_CONFIG_ATTR, spec.base_config)
     study.set_user_attr(SPACE_ATTR, spec.space.to_toml())
     study.set_user_attr(METRIC_ATTR, spec.metric)
+    if spec.sources:
+        study.set_user_attr(SOURCES_ATTR, list(spec.sources))
 
 
 def _open(spec: StudySpec, seed: int, pruner: Any) -> optuna.Study:
@@ -250,7 +286,8 @@ def _write_trial(run_dir: RunDirectory, record: dict[str, Any]) -> None:
 
 
 def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None, user_stop: Any = None) -> float:
-    """Train one trial of ``spec`` as a run in ``STUDY_DIR/trial_NNNN``; returns its objective.
+    """Train one trial of ``spec`` as a run in ``STUDY_DIR/trial_NNNN`` (one run per data source of a study
+    over several, in ``trial_NNNN/data_K``); returns its objective.
 
     This is the objective :func:`run_study` gives ``study.optimize``; anything that asks a study for
     trials (``study.ask()``, in any process that reaches the storage) can run them with it and
@@ -266,38 +303,63 @@ def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None
     trial.set_user_attr("overrides", overrides)
     record = {"study": spec.name, "trial": trial.number, "params": params, "overrides": overrides,
               "metric": spec.metric, "direction": spec.direction}
+    if spec.sources:
+        record["sources"] = list(spec.sources)
     stop = TrialStop(user_stop)
-    run_dir = None
+    trial_dir = None
+    objectives: list[float] = []
+    step = None
     structlog.contextvars.bind_contextvars(trial=trial.number)
     try:
-        config = spec.trial_config(overrides)
-        if device is not None:
-            config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
-        check_config(config)  # a trial's values can be refused before its run directory exists
-        run_dir = RunDirectory(path)
-        _write_trial(run_dir, record | {"state": "running"})
-        reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop)
-        summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
+        configs = []
+        for extra in spec.source_overrides():
+            config = spec.trial_config([*overrides, *extra])
+            if device is not None:
+                config = attrs.evolve(config, run=attrs.evolve(config.run, device=device))
+            check_config(config)  # a trial's values can be refused before its run directory exists
+            configs.append(config)
+        trial_dir = RunDirectory(path) if not spec.sources else _TrialDirectory(path)
+        _write_trial(trial_dir, record | {"state": "running"})
+        offset = 0
+        for index, config in enumerate(configs):
+            run_dir = trial_dir if not spec.sources else RunDirectory(path / f"data_{index}")
+            reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop, offset)
+            summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
+            step = reporter.last_step
+            if stop.pruned or summary is None:
+                break
+            objectives.append(reporter.objective())
+            offset += config.folds.n_folds * config.train.epochs
     except FoxhuntError as error:
         trial.set_user_attr("error", str(error))
-        if run_dir is not None:
-            _write_trial(run_dir, record | {"state": "failed", "error": str(error)})
+        if trial_dir is not None:
+            _write_trial(trial_dir, record | {"state": "failed", "error": str(error)})
         raise
     finally:
         structlog.contextvars.unbind_contextvars("trial")
-    step = reporter.last_step
     if stop.pruned:
-        _write_trial(run_dir, record | {"state": "pruned", "step": step})
-        epochs = config.train.epochs
-        raise optuna.TrialPruned(f"pruned at step {step} (fold {step // epochs}, epoch {step % epochs})")
-    if summary is None:
+        _write_trial(trial_dir, record | {"state": "pruned", "step": step})
+        raise optuna.TrialPruned(f"pruned at step {step}")
+    if len(objectives) < len(configs):
         message = f"interrupted at step {step}; `foxhunt tune --study {spec.name}` continues the study"
         trial.set_user_attr("error", message)
-        _write_trial(run_dir, record | {"state": "interrupted", "step": step})
+        _write_trial(trial_dir, record | {"state": "interrupted", "step": step})
         raise FoxhuntError(message)
-    value = reporter.objective()
-    _write_trial(run_dir, record | {"state": "complete", "objective": value, "step": step})
+    value = sum(objectives) / len(objectives)
+    extra = {"source_objectives": objectives} if spec.sources else {}
+    _write_trial(trial_dir, record | {"state": "complete", "objective": value, "step": step, **extra})
     return value
+
+
+class _TrialDirectory:
+    """The directory of a trial over several data sources: ``trial.json`` beside one run directory per source."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_json(self, name: str, value: dict[str, Any]) -> None:
+        (self.path / name).write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def run_study(

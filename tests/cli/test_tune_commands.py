@@ -118,3 +118,18 @@ def test_a_session_whose_every_trial_failed_is_an_error(run, tmp_path: Path) -> 
     assert result.exit_code == 2
     assert "trial 0 failed: " in result.output and "trial 1 failed: " in result.output
     assert "every trial of this session failed" in result.stderr and "missing.csv" in result.stderr
+
+
+def test_repeated_data_trains_every_trial_on_each_source(run, tmp_path: Path) -> None:
+    study_dir = tmp_path / "study"
+    other = "synthetic:planted?bars=800&seed=4"
+    result = run("tune", "--study", "suite", "--dir", str(study_dir), "--data", kit.TINY_DATA, "--data", other,
+                 *kit.set_args(kit.TINY), "--device", "cpu", "--space", str(space_file(tmp_path)), "--trials", "1")
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "each trial trains on 2 data sources in turn" in result.output
+    assert "each data source's mean" in result.output
+    for index in range(2):
+        assert (study_dir / "trial_0000" / f"data_{index}" / "summary.json").is_file()
+    shown = run("tune", "--study", "suite", "--dir", str(study_dir), "--show")
+    assert shown.exit_code == 0, shown.output + shown.stderr
+    assert other in shown.output.replace("\n", "")

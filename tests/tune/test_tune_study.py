@@ -223,3 +223,47 @@ def test_a_new_study_needs_a_space_and_an_empty_directory(tmp_path: Path, testki
     space.write_text(SPACE, encoding="utf-8")
     with pytest.raises(ConfigError, match="already holds trial runs"):
         prepare_study("fresh", directory, default_storage(directory), space_path=space)
+
+
+def test_a_study_over_several_sources_trains_each_trial_on_each_and_averages(
+    tmp_path: Path, testkit: ModuleType
+) -> None:
+    other = "synthetic:planted?bars=800&seed=4"
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE, encoding="utf-8")
+    directory = tmp_path / "study"
+    spec = prepare_study("suite", directory, default_storage(directory), space_path=space,
+                         overrides=[*testkit.TINY, 'run.device="cpu"'], sources=[testkit.TINY_DATA, other])
+    assert spec.sources == (testkit.TINY_DATA, other)
+    assert spec.base.data.source == testkit.TINY_DATA  # the first source is the base config's
+    study = run_study(spec, trials=1, seed=2, pruner=NO_PRUNING)
+    (trial,) = study.trials
+    assert trial.state is TrialState.COMPLETE
+    trial_dir = directory / "trial_0000"
+    objectives = []
+    for index, source in enumerate((testkit.TINY_DATA, other)):
+        run_dir = trial_dir / f"data_{index}"
+        assert f'source = "{source}"' in (run_dir / "config.toml").read_text(encoding="utf-8")
+        bests = fold_bests(run_dir)
+        objectives.append(sum(bests.values()) / len(bests))
+    record = trial_record(trial_dir)
+    assert record["sources"] == [testkit.TINY_DATA, other]
+    assert record["source_objectives"] == pytest.approx(objectives)
+    assert trial.value == pytest.approx(sum(objectives) / 2)
+    # 2 folds x 2 epochs per source: the second source reports after the first's steps, never over them
+    assert sorted(trial.intermediate_values) == list(range(8))
+
+    # a resume without --data keeps both sources; another list is refused, naming both
+    resumed = prepare_study("suite", directory, default_storage(directory))
+    assert resumed.sources == spec.sources
+    with pytest.raises(ConfigError, match="started with data"):
+        prepare_study("suite", directory, default_storage(directory), sources=[other, testkit.TINY_DATA])
+
+
+def test_a_source_given_twice_is_refused(tmp_path: Path, testkit: ModuleType) -> None:
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE, encoding="utf-8")
+    directory = tmp_path / "study"
+    with pytest.raises(ConfigError, match="more than once"):
+        prepare_study("twice", directory, default_storage(directory), space_path=space,
+                      overrides=[*testkit.TINY, 'run.device="cpu"'], sources=[testkit.TINY_DATA, testkit.TINY_DATA])
