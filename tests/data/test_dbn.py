@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 
 import databento_dbn as db  # the optional extra is in the test dependencies
@@ -11,33 +10,7 @@ import pytest
 
 from foxhunt.data import BOOK, FLOW, OHLCV, DataConfig, load, load_dbn, load_from_config
 from foxhunt.errors import DataError
-
-SCALE = 10**9
-MINUTE = 60 * SCALE
-T0 = 1_704_187_800 * SCALE  # 2024-01-02 09:30 UTC
-
-
-def metadata(schema) -> bytes:
-    return bytes(
-        db.Metadata(dataset="GLBX.MDP3", start=T0, stype_in=db.SType.RAW_SYMBOL, stype_out=db.SType.INSTRUMENT_ID, schema=schema, symbols=["ESH4"])
-    )
-
-
-def write(path, schema, records, compress=False):
-    raw = metadata(schema) + b"".join(bytes(r) for r in records)
-    if compress:
-        buffer = io.BytesIO()
-        transcoder = db.Transcoder(buffer, db.Encoding.DBN, db.Compression.ZSTD)
-        transcoder.write(raw)
-        transcoder.flush()
-        raw = buffer.getvalue()
-    path.write_bytes(raw)
-    return path
-
-
-def px(value: float) -> int:
-    return int(round(value * SCALE))
-
+from dbn_writers import MINUTE, SCALE, T0, book_levels, metadata, px, write
 
 BARS = [  # open, high, low, close, volume
     (4700.00, 4702.50, 4699.25, 4701.00, 1200),
@@ -110,10 +83,6 @@ def test_trades_aggregate_to_bars_with_flow(tmp_path):
     np.testing.assert_array_equal(market.flow[:, FLOW.TRADES], [3, 2, 1])
     assert [g.missing_bars for g in market.report.gaps] == [1]
     assert market.book is None
-
-
-def book_levels(bid, ask, bid_size, ask_size):
-    return [db.BidAskPair(px(bid - 0.25 * i), px(ask + 0.25 * i), bid_size + i, ask_size + 2 * i, 1, 1) for i in range(10)]
 
 
 # (seconds, action, side, trade size, best bid, best ask, bid size, ask size)
