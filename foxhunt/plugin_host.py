@@ -518,14 +518,15 @@ class PluginHost:
         return {item.name: (kind, owner) for kind, owner, item in self.components(config, settings)}
 
     def components(self, config: Any, settings: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
-        """``(kind, plugin, record)`` of every loss component, combiner, encoder, augmentation, kernel and monitor,
+        """``(kind, plugin, record)`` of every loss component, combiner, encoder, augmentation, kernel, monitor and
+        feature family,
         unvalidated (the audit's view: it reports what is wrong rather than stopping at it). ``settings`` as for
         :meth:`component_owners`."""
         found = []
         for kind, hook in (("loss", "foxhunt_loss_components"), ("combiner", "foxhunt_gradient_combiners"),
                            ("encoder", "foxhunt_encoders"), ("augmentation", "foxhunt_replay_augmentations"),
                            ("kernel", "foxhunt_kernels"),
-                           ("monitor", "foxhunt_monitors")):
+                           ("monitor", "foxhunt_monitors"), ("feature", "foxhunt_features")):
             found += [(kind, owner, item) for owner, item in self._collect(hook, None, config, settings)]
         return found
 
