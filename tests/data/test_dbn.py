@@ -8,7 +8,7 @@ import databento_dbn as db  # the optional extra is in the test dependencies
 import numpy as np
 import pytest
 
-from foxhunt.data import BOOK, FLOW, OHLCV, DataConfig, load, load_dbn, load_from_config
+from foxhunt.data import BOOK, FLOW, LEVEL, OHLCV, DataConfig, load, load_dbn, load_from_config
 from foxhunt.errors import DataError
 from dbn_writers import MINUTE, SCALE, T0, book_levels, metadata, px, write
 
@@ -132,6 +132,13 @@ def test_mbp10_aggregates_to_mid_bars_with_book_fields(tmp_path):
     np.testing.assert_array_equal(market.flow[:, FLOW.BUY_VOLUME], [4, 0])
     np.testing.assert_array_equal(market.flow[:, FLOW.SELL_VOLUME], [0, 3])
     assert market.ohlcv[:, OHLCV.VOLUME].tolist() == [4, 3]
+    # every level at each bar's close (book_levels: level i at bid - i/4 and ask + i/4, sizes q + i and q + 2 i)
+    for bar, (_, _, _, _, b, a, qb, qa) in zip((first_bar, second_bar), (EVENTS[2], EVENTS[5])):
+        i = np.arange(10)
+        np.testing.assert_allclose(market.levels[bar, :, LEVEL.BID_PRICE], b - 0.25 * i)
+        np.testing.assert_allclose(market.levels[bar, :, LEVEL.ASK_PRICE], a + 0.25 * i)
+        np.testing.assert_array_equal(market.levels[bar, :, LEVEL.BID_SIZE], qb + i)
+        np.testing.assert_array_equal(market.levels[bar, :, LEVEL.ASK_SIZE], qa + 2 * i)
 
 
 def test_unsupported_schema_and_missing_package(tmp_path, monkeypatch):
