@@ -5,7 +5,8 @@ set (``foxhunt_feature_sets``). Nothing changes unless a config names them: the 
 ``horizons``; ``[features] feature_set = "book_full"`` (an MBP-10 DBN source) uses them all.
 
 Notation, per bar t at its close: ``qb``, ``qa`` best bid and ask sizes, ``Db``, ``Da`` sizes over the ten
-levels, ``B``, ``S`` aggressor buy and sell volume, ``N`` trade prints, ``c`` the close. Every family is causal
+levels, ``b_m``, ``a_m``, ``qb_m``, ``qa_m`` the prices and sizes of level m (1 the best), ``B``, ``S`` aggressor
+buy and sell volume, ``N`` trade prints, ``c`` the close. Every family is causal
 (its value at bar t reads bars <= t only) and NaN before its warm-up; formulas, warm-ups and parities are the
 table in docs/data.md ("Feature plugins"). Block families (``mtf_*``) cut the series into k-bar blocks from
 its first bar and read completed blocks only.
@@ -18,12 +19,13 @@ from typing import Any
 import numba
 import numpy as np
 
-from foxhunt import hookimpl
-from foxhunt.data import BOOK, FLOW, MarketData
+from foxhunt import FoxhuntError, hookimpl
+from foxhunt.data import BOOK, BOOK_LEVELS, FLOW, LEVEL, MarketData
 from foxhunt.features import FEATURE_SETS, FeatureDef, FeatureSet
 
 __all__ = [
     "FAMILIES",
+    "level_ofi",
     "BOOK_FULL",
     "HAWKES_WARMUP_SPANS",
     "foxhunt_features",
@@ -76,11 +78,46 @@ def _deep_imbalance(market: MarketData) -> tuple[np.ndarray, int]:
     return _ratio(deep_bid - deep_ask, deep_bid + deep_ask), 0
 
 
-def _dofi(market: MarketData, h: int) -> tuple[np.ndarray, int]:
-    book = market.book
-    net = _lagged_difference(book[:, BOOK.BID_DEPTH], h) - _lagged_difference(book[:, BOOK.ASK_DEPTH], h)
-    depth = _trailing_sum((book[:, BOOK.BID_DEPTH] + book[:, BOOK.ASK_DEPTH]) / 2.0, h)
-    return _ratio(np.nan_to_num(net), np.maximum(np.nan_to_num(depth), 1.0)), h
+def _levels(market: MarketData, name: str, d: int) -> np.ndarray:
+    """The first d levels of the book ``[bars, d, LEVEL]``; a depth beyond the book's ten is refused."""
+    if d > BOOK_LEVELS:
+        raise FoxhuntError(f"feature {name}_{d}...: an MBP-10 book has {BOOK_LEVELS} levels, so d must be 1 to {BOOK_LEVELS}")
+    return market.levels[:, :d]
+
+
+def _lvl_imb(market: MarketData, d: int) -> tuple[np.ndarray, int]:
+    level = _levels(market, "lvl_imb", d)[:, d - 1]
+    return _ratio(level[:, LEVEL.BID_SIZE] - level[:, LEVEL.ASK_SIZE], level[:, LEVEL.BID_SIZE] + level[:, LEVEL.ASK_SIZE]), 0
+
+
+def _cdi(market: MarketData, d: int) -> tuple[np.ndarray, int]:
+    levels = _levels(market, "cdi", d)
+    bid, ask = levels[:, :, LEVEL.BID_SIZE].sum(axis=1), levels[:, :, LEVEL.ASK_SIZE].sum(axis=1)
+    return _ratio(bid - ask, bid + ask), 0
+
+
+def level_ofi(levels: np.ndarray) -> np.ndarray:
+    """Per-bar, per-level order-flow imbalance between consecutive bar closes ``[bars, levels]`` (row 0 is 0):
+    ``e_m,t = 1{b_m,t >= b_m,t-1} qb_m,t - 1{b_m,t <= b_m,t-1} qb_m,t-1 - 1{a_m,t <= a_m,t-1} qa_m,t
+    + 1{a_m,t >= a_m,t-1} qa_m,t-1``; an empty level (price NaN) adds nothing on its side."""
+    bid, ask = levels[:, :, LEVEL.BID_PRICE], levels[:, :, LEVEL.ASK_PRICE]
+    bid_size, ask_size = levels[:, :, LEVEL.BID_SIZE], levels[:, :, LEVEL.ASK_SIZE]
+    e = np.zeros(bid.shape)
+    with np.errstate(invalid="ignore"):  # NaN prices compare false: no term
+        e[1:] = (
+            np.where(bid[1:] >= bid[:-1], bid_size[1:], 0.0)
+            - np.where(bid[1:] <= bid[:-1], bid_size[:-1], 0.0)
+            - np.where(ask[1:] <= ask[:-1], ask_size[1:], 0.0)
+            + np.where(ask[1:] >= ask[:-1], ask_size[:-1], 0.0)
+        )
+    return e
+
+
+def _mlofi(market: MarketData, d: int, h: int) -> tuple[np.ndarray, int]:
+    levels = _levels(market, "mlofi", d)
+    flow = _trailing_sum(level_ofi(levels).sum(axis=1), h)
+    resting = _trailing_sum((levels[:, :, LEVEL.BID_SIZE] + levels[:, :, LEVEL.ASK_SIZE]).sum(axis=1) / 2.0, h)
+    return _ratio(np.nan_to_num(flow), np.maximum(np.nan_to_num(resting), 1.0)), h
 
 
 def _qdep(market: MarketData, k: int) -> tuple[np.ndarray, int]:
@@ -136,9 +173,12 @@ def _mtf_rvol(market: MarketData, k: int, n: int) -> tuple[np.ndarray, int]:
 FAMILIES: tuple[FeatureDef, ...] = (
     FeatureDef("deep_imbalance", 0, "book", _deep_imbalance,
                "levels 2-10 imbalance: ((Db - qb) - (Da - qa)) / ((Db - qb) + (Da - qa)), 0 on an empty book"),
-    FeatureDef("dofi", 1, "book", _dofi,
-               "ten-level depth-flow imbalance over h bars: ((Db_t - Db_(t-h)) - (Da_t - Da_(t-h))) "
-               "/ max(1, sum over h bars of (Db + Da) / 2)"),
+    FeatureDef("lvl_imb", 1, "levels", _lvl_imb, "size imbalance of level d: (qb_d - qa_d) / (qb_d + qa_d)"),
+    FeatureDef("cdi", 1, "levels", _cdi,
+               "cumulative depth imbalance of levels 1..d: (sum qb_m - sum qa_m) / (sum qb_m + sum qa_m)"),
+    FeatureDef("mlofi", 2, "levels", _mlofi,
+               "multi-level order-flow imbalance of levels 1..d over h bars: sum of e_m,s / max(1, sum of "
+               "(qb_m,s + qa_m,s) / 2), e_m,s the level's OFI between bar closes"),
     FeatureDef("qdep", 1, "book", _qdep,
                "queue depletion over k bars: ln((1 + qb_t) / (1 + qb_(t-k))) - ln((1 + qa_t) / (1 + qa_(t-k)))"),
     FeatureDef("aggr", 1, "book+flow", _aggr,
@@ -161,7 +201,8 @@ BOOK_FULL = FeatureSet(
     "1",
     (
         *FEATURE_SETS["book"].names,
-        "deep_imbalance", "dofi_4", "dofi_16", "qdep_1", "qdep_8", "aggr_4", "aggr_16",
+        "deep_imbalance", "lvl_imb_1", "lvl_imb_2", "lvl_imb_5", "cdi_3", "cdi_10",
+        "mlofi_1_4", "mlofi_5_4", "mlofi_10_16", "qdep_1", "qdep_8", "aggr_4", "aggr_16",
         "hawkes_8", "hawkes_imb_8", "mtf_ret_16_1", "mtf_ret_16_4", "mtf_rvol_16_4",
     ),
 )  # fmt: skip

@@ -36,7 +36,8 @@ class FeatureDef:
 
     base: str
     arity: int
-    needs: str = attrs.field(validator=attrs.validators.in_(("ohlcv", "book", "flow", "book+flow")))
+    # "levels": each MBP-10 level at the bar close (MarketData.levels, from an mbp-10 DBN source)
+    needs: str = attrs.field(validator=attrs.validators.in_(("ohlcv", "book", "flow", "book+flow", "levels")))
     compute: Callable[..., tuple[np.ndarray, int]]  # (market, *params) -> (values [bars], warm-up bar)
     description: str
     # What the feature does when the market is mirrored (every log return negated, bids and asks swapped):
@@ -324,6 +325,8 @@ def feature_values(
         raise DataError(f"{market.source}: feature {name!r} needs MBP-10 book data; load an mbp-10 DBN file or drop it")
     if "flow" in feature.needs and market.flow is None:
         raise DataError(f"{market.source}: feature {name!r} needs trade prints; load a trades or mbp-10 DBN file or drop it")
+    if feature.needs == "levels" and market.levels is None:
+        raise DataError(f"{market.source}: feature {name!r} needs each level of an MBP-10 book; load an mbp-10 DBN file or drop it")
     values, warmup = feature.compute(market, *params)
     values = np.array(values, dtype=np.float64)
     values[:warmup] = np.nan

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foxhunt.data import BOOK, FLOW, OHLCV, MarketData, load
+from foxhunt.data import BOOK, FLOW, LEVEL, OHLCV, MarketData, load
 from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.tables import PortfolioObs
-from foxhunt.features import FEATURE_SETS, FeatureTable, Normalizer
+from foxhunt.features import FeatureTable, Normalizer
 from foxhunt.features.library import FEATURES, feature_values, mirror_parity, parse_feature
 from foxhunt_plugins import book_features
 from market_builders import with_book
@@ -39,7 +39,12 @@ def mirrored(market: MarketData) -> MarketData:
     book[:, BOOK.OFI] = -market.book[:, BOOK.OFI]
     flow = market.flow.copy()
     flow[:, FLOW.BUY_VOLUME], flow[:, FLOW.SELL_VOLUME] = market.flow[:, FLOW.SELL_VOLUME], market.flow[:, FLOW.BUY_VOLUME]
-    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow)
+    levels = market.levels.copy()
+    levels[:, :, LEVEL.BID_PRICE] = k2 / market.levels[:, :, LEVEL.ASK_PRICE]
+    levels[:, :, LEVEL.ASK_PRICE] = k2 / market.levels[:, :, LEVEL.BID_PRICE]
+    levels[:, :, LEVEL.BID_SIZE] = market.levels[:, :, LEVEL.ASK_SIZE]
+    levels[:, :, LEVEL.ASK_SIZE] = market.levels[:, :, LEVEL.BID_SIZE]
+    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow, levels)
 
 
 MARKET = with_book(load("synthetic:regime?bars=600&seed=5"), 3)

@@ -24,7 +24,7 @@ BOOK_MARKET = with_book(BASE, 0)
 
 
 def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
-    """Same bars up to t; every later bar's prices, volume, book and flow changed (bars stay valid)."""
+    """Same bars up to t; every later bar's prices, volume, book, levels and flow changed (bars stay valid)."""
     rng = np.random.default_rng(seed)
     later = len(market) - t - 1
     scale = np.exp(rng.normal(0, 0.05, later))[:, None]
@@ -33,10 +33,12 @@ def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
     ohlcv[t + 1:, OHLCV.VOLUME] = rng.integers(0, 10_000, later)
     book = None if market.book is None else market.book.copy()
     flow = None if market.flow is None else market.flow.copy()
+    levels = None if market.levels is None else market.levels.copy()
     if book is not None:
         book[t + 1:] *= rng.uniform(0.5, 2.0, (later, BOOK.size()))
         flow[t + 1:] *= rng.uniform(0.5, 2.0, (later, FLOW.size()))
-    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow)
+        levels[t + 1:] *= rng.uniform(0.5, 2.0, levels[t + 1:].shape)
+    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow, levels)
 
 
 @settings(max_examples=40)
