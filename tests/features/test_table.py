@@ -23,7 +23,10 @@ from foxhunt.features import (
     FeatureTable,
     compute_features,
 )
+from foxhunt.config import FoxhuntConfig
+from foxhunt.plugin_host import config_feature_table
 from foxhunt.testing import make_host
+from foxhunt.trainer.trainer import prepare_data
 
 MARKET = load("synthetic:planted?bars=300&seed=4")
 
@@ -124,3 +127,18 @@ def test_feature_config_checks_core_shapes_only() -> None:
     assert FeatureConfig(names=("twice_3", "ret_2")).names == ("twice_3", "ret_2")  # maybe a plugin's: checked later
     with pytest.raises(ValueError, match="ret takes 1 positive integer"):
         FeatureConfig(names=("ret_2_3",))
+
+
+def test_a_run_without_a_host_asks_the_plugins_only_for_a_name_the_core_lacks() -> None:
+    config = FoxhuntConfig()
+    assert config_feature_table(config) is CORE_TABLE  # the default set: no plugin is loaded for it
+    elsewhere = attrs.evolve(config, features=FeatureConfig(feature_set="nowhere_to_be_found"))
+    with pytest.raises(DataError, match="unknown feature set 'nowhere_to_be_found'"):
+        config_feature_table(elsewhere).resolve("nowhere_to_be_found")
+
+
+def test_prepare_data_computes_with_the_given_table() -> None:
+    table, _ = FeatureTable.compose([("doubler", TWICE)], [("doubler", FeatureSet("doubled", "1", ("twice_2",)))])
+    config = attrs.evolve(FoxhuntConfig(), features=FeatureConfig(feature_set="doubled", cache=False))
+    prepared = prepare_data(config, load("synthetic:planted?bars=4100&seed=4"), table)
+    assert prepared.features.names == ("twice_2",) and prepared.features.warmup == 2
