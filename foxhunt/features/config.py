@@ -15,7 +15,7 @@ __all__ = ["FeatureConfig"]
 def _set_name(instance: FeatureConfig, attribute: attrs.Attribute, value: str) -> None:
     # A set the core does not know may be a feature plugin's: FeatureTable.resolve refuses it when no loaded
     # plugin provides it, before the data is touched.
-    if not value.isidentifier():
+    if not instance.names and not value.isidentifier():
         raise ValueError(f"feature_set {value!r} is not a set name (letters, digits and '_'); or list names explicitly")
 
 
