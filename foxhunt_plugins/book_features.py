@@ -196,12 +196,13 @@ FAMILIES: tuple[FeatureDef, ...] = (
                mirror="even"),
 )
 
+# lvl_imb_1 and cdi_10 are the core's book_pressure and depth_imbalance (already in `book`): not repeated.
 BOOK_FULL = FeatureSet(
     "book_full",
     "1",
     (
         *FEATURE_SETS["book"].names,
-        "deep_imbalance", "lvl_imb_1", "lvl_imb_2", "lvl_imb_5", "cdi_3", "cdi_10",
+        "deep_imbalance", "lvl_imb_2", "lvl_imb_3", "lvl_imb_5", "cdi_3", "cdi_5",
         "mlofi_1_4", "mlofi_5_4", "mlofi_10_16", "qdep_1", "qdep_8", "aggr_4", "aggr_16",
         "hawkes_8", "hawkes_imb_8", "mtf_ret_16_1", "mtf_ret_16_4", "mtf_rvol_16_4",
     ),

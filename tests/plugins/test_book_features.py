@@ -268,6 +268,9 @@ def test_dbn_round_trip_matches_features_of_the_events(tmp_path) -> None:
         expected, _ = feature_values(from_events, name, TABLE.families)
         np.testing.assert_allclose(loaded[warmup:], expected[warmup:], rtol=1e-12, err_msg=name)
         assert np.isfinite(loaded[warmup:]).all() and np.abs(loaded[warmup:]).max() > 0, name
+    # the levels agree with the loader's BOOK summary: the best level's and the ten levels' imbalances
+    for name, core in (("lvl_imb_1", "book_pressure"), ("cdi_10", "depth_imbalance")):
+        np.testing.assert_allclose(feature_values(market, name, TABLE.families)[0], feature_values(market, core)[0])
     assert T0 % MINUTE == 0  # the bars start on a minute, as the per-minute grouping above assumes
 
 
