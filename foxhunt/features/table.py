@@ -29,7 +29,7 @@ __all__ = ["CORE_OWNER", "FeatureTable", "CORE_TABLE"]
 CORE_OWNER = "foxhunt"  # the owner named for the core's own families and sets
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class FeatureTable:
     """Feature families and sets by name, each with the plugin that owns it (:data:`CORE_OWNER` for the core's)."""
 
