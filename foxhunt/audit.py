@@ -4,7 +4,8 @@ The pre-commit hook ``audited-components`` finds components statically in the
 files of one repository. This check finds them the way a run does: it
 discovers every installed plugin (built-in or third-party), declares, freezes,
 and asks each plugin's component hooks. Every plugin entry point and every
-loss component, gradient combiner, replay augmentation, kernel and monitor must then have a row in an audit table.
+loss component, gradient combiner, replay augmentation, kernel, monitor and
+feature family (``foxhunt_features``) must then have a row in an audit table.
 
 An audit row is a markdown table row whose first cell is the component name in
 backticks (the format the hook reads), in a table with this header::
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 AUDIT_ATTRIBUTE = "FOXHUNT_AUDIT"  # a plugin module's own audit rows (markdown text)
-KINDS = ("plugin", "loss", "combiner", "encoder", "augmentation", "kernel", "monitor")
+KINDS = ("plugin", "loss", "combiner", "encoder", "augmentation", "kernel", "monitor", "feature")
 STATUSES = ("wired", "partial", "orphan", "out of scope")
 HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|"
 STATUS_PLACEHOLDER = "(status)"

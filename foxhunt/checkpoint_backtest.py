@@ -40,7 +40,7 @@ from foxhunt.config_loading import apply_overrides, load_toml, structure
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
-from foxhunt.features import FeatureSet, compute_features
+from foxhunt.features import CORE_TABLE, FeatureSet, FeatureTable, compute_features
 from foxhunt.isv import layout_diff
 from foxhunt.plugin_host import PluginHost
 from foxhunt.policy import Policy, refuse_other_kind, saved_config
@@ -163,7 +163,8 @@ class LoadedPolicy:
     ``policy`` acts (``act_values``: expected Q per branch action, unnormalised) and holds the normaliser that
     maps the raw features named by ``feature_set`` to the market part of an observation. ``config`` is the
     checkpoint's own with the caller's ``[plugins]``; ``host`` runs those plugins and is started: close it when
-    done.
+    done. ``feature_table``: the host's feature families (its feature plugins' among them), every name of
+    ``feature_set`` in it.
     """
 
     policy: Policy
@@ -171,6 +172,7 @@ class LoadedPolicy:
     record: PolicyRecord
     config: FoxhuntConfig
     host: PluginHost
+    feature_table: FeatureTable = CORE_TABLE
 
 
 def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None = None) -> LoadedPolicy:
@@ -188,12 +190,15 @@ def load_policy(path: Path, device: str = "cpu", plugins: dict[str, Any] | None 
     _refuse_other_plugins(path, metadata, record, host, registries)  # first: no data is touched for a foreign layout
     policy = Policy.load(path, registries.layout, device, host.encoders(config))  # its encoder, or refused
     saved_set = record.feature_set
+    table = host.feature_table(config)  # a feature plugin's families: the checkpoint's features may need them
     try:
         feature_set = FeatureSet(saved_set.name, saved_set.version, saved_set.names)
+        table.parity(feature_set.names)  # every name a family of the loaded plugins
     except FoxhuntError as error:
-        raise CheckpointError(f"{path}: its feature set cannot be rebuilt ({error}); the checkpoint is damaged or altered") from None
+        raise CheckpointError(f"{path}: its feature set cannot be rebuilt ({error}); the checkpoint is damaged or "
+                              "altered, or it needs a feature plugin that is not loaded") from None
     host.start()
-    return LoadedPolicy(policy, feature_set, record, config, host)
+    return LoadedPolicy(policy, feature_set, record, config, host, table)
 
 
 def backtest_checkpoint(path: Path, data_source: str | None = None, device: str = "cpu", window: str = "test",
@@ -208,7 +213,7 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
     if data_source is not None:
         config = attrs.evolve(config, data=attrs.evolve(config.data, source=data_source))
     market: MarketData = load_from_config(config.data)
-    features = compute_features(market, loaded.feature_set, config.features.make_cache())
+    features = compute_features(market, loaded.feature_set, config.features.make_cache(), loaded.feature_table)
     values = np.array(policy.normalizer.apply(features.values), dtype=np.float32)
     values[: features.warmup] = 0.0
     policy.use_features(torch.from_numpy(values).to(device))  # an encoder window gathers its bars from these

@@ -48,7 +48,7 @@ from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
 from foxhunt.learner.combiners import unknown_combiner
 from foxhunt.learner.encoders import unknown_encoder
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin_host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 
 __all__ = ["MemoryEstimate", "estimate_memory", "observation_width", "usable_cpus", "memory_limit", "check_config"]
@@ -102,8 +102,9 @@ class MemoryEstimate:
 
 
 def observation_width(config: FoxhuntConfig) -> int:
-    """Features of the configured set plus the portfolio features (what the network sees)."""
-    return len(config.features.resolve_set().names) + PortfolioObs.size()
+    """Features of the configured set (a feature plugin's set too) plus the portfolio features (what the network
+    sees)."""
+    return len(config.features.resolve_set(config_feature_table(config)).names) + PortfolioObs.size()
 
 
 def parameter_count(config: FoxhuntConfig, obs_dim: int) -> int:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from foxhunt.features import FeatureDef, FeatureSet
     from foxhunt.monitors import AdaptiveMonitor
     from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
     from foxhunt.registrar import Registrar
@@ -130,4 +131,33 @@ def foxhunt_replay_augmentations(config: Any, settings: Any) -> list[ReplayAugme
     Called once after freeze. Results from every plugin are concatenated; two augmentations with the same
     name stop the run. The replay applies every one returned to each sampled batch, in the order of their
     names, once the trainer has given it the fold (``Replay.set_fold``).
+    """
+
+
+@hookspec
+def foxhunt_features(config: Any, settings: Any) -> list[FeatureDef]:
+    """Return the feature families this plugin adds to the feature-name grammar.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
+    :return: a list of :class:`foxhunt.features.FeatureDef` (base name, arity, needs, a causal compute,
+        description, mirror parity and a formula ``version``; may be empty).
+
+    Called once after freeze, before the market's features are computed. The families join the core's
+    (``foxhunt/features/library.py``) in the run's :class:`foxhunt.features.FeatureTable`; a base that is the
+    core's or another plugin's stops the run naming both. Each family's plugin name and ``version`` are part
+    of the cache key of every matrix that uses it: bump ``version`` when its values change.
+    """
+
+
+@hookspec
+def foxhunt_feature_sets(config: Any, settings: Any) -> list[FeatureSet]:
+    """Return the named feature sets this plugin offers ``[features] feature_set``.
+
+    :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
+    :param settings: this plugin's resolved settings (``None`` when it declares none).
+    :return: a list of :class:`foxhunt.features.FeatureSet` (may be empty); every name in a set must be a
+        family of the run's table (the core's or a loaded plugin's).
+
+    Called once after freeze. A set name that is the core's or another plugin's stops the run naming both.
     """

@@ -31,7 +31,8 @@ from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, Re
 from foxhunt.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 
-__all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "PluginHost", "FrozenRegistries"]
+__all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "PluginHost", "FrozenRegistries",
+           "config_feature_table"]
 
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 LEARNER_PLUGIN_NAME = "foxhunt.learner"  # the learner's state entries, declared as part of the core
@@ -455,6 +456,20 @@ class PluginHost:
         collected = self._collect("foxhunt_replay_augmentations", ReplayAugmentation, config)
         return sorted((item for _, item in collected), key=lambda item: item.name)
 
+    def feature_table(self, config: Any) -> Any:
+        """The run's :class:`foxhunt.features.FeatureTable`: the core's feature families and sets plus every
+        loaded plugin's (``foxhunt_features``, ``foxhunt_feature_sets``); a name the core or another plugin
+        already has stops the run, naming both."""
+        from foxhunt.features import FeatureDef, FeatureSet, FeatureTable  # numba and the data layer: load on use
+
+        families = self._collect("foxhunt_features", FeatureDef, config)
+        sets = self._collect("foxhunt_feature_sets", FeatureSet, config)
+        table, found = FeatureTable.compose(families, sets)
+        if found:
+            raise PluginError([PluginProblem(plugin, self.plugins[plugin].distribution, self.plugins[plugin].version,
+                                             message) for plugin, message in found])
+        return table
+
     def kernels(self, config: Any) -> list[Kernel]:
         collected = self._collect("foxhunt_kernels", Kernel, config)
         layout = self.registries.layout
@@ -503,14 +518,15 @@ class PluginHost:
         return {item.name: (kind, owner) for kind, owner, item in self.components(config, settings)}
 
     def components(self, config: Any, settings: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
-        """``(kind, plugin, record)`` of every loss component, combiner, encoder, augmentation, kernel and monitor,
+        """``(kind, plugin, record)`` of every loss component, combiner, encoder, augmentation, kernel, monitor and
+        feature family,
         unvalidated (the audit's view: it reports what is wrong rather than stopping at it). ``settings`` as for
         :meth:`component_owners`."""
         found = []
         for kind, hook in (("loss", "foxhunt_loss_components"), ("combiner", "foxhunt_gradient_combiners"),
                            ("encoder", "foxhunt_encoders"), ("augmentation", "foxhunt_replay_augmentations"),
                            ("kernel", "foxhunt_kernels"),
-                           ("monitor", "foxhunt_monitors")):
+                           ("monitor", "foxhunt_monitors"), ("feature", "foxhunt_features")):
             found += [(kind, owner, item) for owner, item in self._collect(hook, None, config, settings)]
         return found
 
@@ -528,3 +544,22 @@ class PluginHost:
             for name, info in sorted(self.plugins.items())
             if info.status == "loaded"
         }
+
+
+def config_feature_table(config: Any) -> Any:
+    """The feature table a run of ``config`` computes with, for a caller without a host of its own (the gym,
+    the memory estimate): the core's when its features are all the core's, else that of ``config``'s plugins."""
+    from foxhunt.errors import DataError
+    from foxhunt.features import CORE_TABLE
+
+    try:
+        config.features.resolve_set(CORE_TABLE)
+        return CORE_TABLE
+    except DataError:
+        pass  # a feature plugin's set or family: ask the plugins
+    host = PluginHost(config.plugins).discover().declare()
+    host.freeze()
+    try:
+        return host.feature_table(config)
+    finally:
+        host.close()

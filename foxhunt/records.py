@@ -286,10 +286,13 @@ class AugmentationFold:
     input ``[W × F + P]`` (``foxhunt.learner.encoders.window_input``): the ``F = len(feature_names)``
     feature columns of the W - 1 earlier bars, oldest first, then the one-bar observation (its ``F``
     features, then the ``P`` portfolio columns, which still close it). A per-column constant covers all
-    ``W × F + P`` columns.
+    ``W × F + P`` columns. ``feature_parity``: -1.0 for each odd feature column, +1.0 for each even one
+    (from the run's feature table, so a feature plugin's declared parity counts); empty: look each name up
+    in the core's families.
     """
 
     feature_names: tuple[str, ...]
     normalizer: Any
     env_params: Any
     window: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    feature_parity: tuple[float, ...] = attrs.field(default=(), converter=tuple)

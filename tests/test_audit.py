@@ -66,6 +66,14 @@ def test_every_installed_component_has_an_audit_row():
     assert {"plugin", "loss", "kernel", "monitor"} <= kinds  # the built-in set has all four
 
 
+def test_a_feature_plugins_families_are_components_with_rows():
+    from foxhunt_plugins import book_features
+
+    report = check(host=make_host((book_features, "book_features")))
+    assert report.problems == []
+    assert {c.name for c in report.components if c.kind == "feature"} == {f.base for f in book_features.FAMILIES}
+
+
 def test_a_component_without_a_row_is_reported_and_missing_prints_its_row(tmp_path):
     directory = audits(tmp_path, "")
     report = check([directory], host=make_host((toy_plugin(), "toy")))

@@ -112,8 +112,8 @@ def test_hook_name_far_from_any_spec_lists_the_known_hooks() -> None:
     host = host_with(("odd", plugin("odd_plugin", foxhunt_qqqqqqqqqqqqqqqqqqqqqq=lambda: None)))
     (problem,) = problems_of(host)
     assert "unknown hook 'foxhunt_qqqqqqqqqqqqqqqqqqqqqq'" in problem
-    assert ("known hooks: foxhunt_declare, foxhunt_encoders, foxhunt_gradient_combiners, foxhunt_kernels, "
-            "foxhunt_loss_components, foxhunt_monitors") in problem
+    assert ("known hooks: foxhunt_declare, foxhunt_encoders, foxhunt_feature_sets, foxhunt_features, "
+            "foxhunt_gradient_combiners, foxhunt_kernels, foxhunt_loss_components, foxhunt_monitors") in problem
 
 
 def test_hook_with_a_wrong_signature_is_reported() -> None:

@@ -14,7 +14,7 @@ from foxhunt.data.config import DataConfig
 from foxhunt.data.dbn import load_dbn
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
 from foxhunt.data.load import load, load_from_config
-from foxhunt.data.market import BOOK, FLOW, OHLCV, DataReport, Gap, MarketData
+from foxhunt.data.market import BOOK, BOOK_LEVELS, FLOW, LEVEL, OHLCV, DataReport, Gap, MarketData
 from foxhunt.data.synthetic import (
     Regime,
     SyntheticSpec,
@@ -32,6 +32,7 @@ from foxhunt.data.tabular import load_csv, load_parquet
 
 __all__ = [
     "BOOK",
+    "BOOK_LEVELS",
     "DEFAULT_DATASET",
     "DataConfig",
     "DataReport",
@@ -39,6 +40,7 @@ __all__ = [
     "FLOW",
     "Gap",
     "InstrumentSpec",
+    "LEVEL",
     "LEARNING_SUITE",
     "MarketData",
     "OHLCV",

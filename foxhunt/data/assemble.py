@@ -68,6 +68,7 @@ def build_market(
     missing: str = "error",
     book: np.ndarray | None = None,
     flow: np.ndarray | None = None,
+    levels: np.ndarray | None = None,
     layout: str = "",
     columns: Sequence[tuple[str, str]] = (),
     time_note: str = "",
@@ -92,6 +93,7 @@ def build_market(
         ns, ohlcv, original_index = np.delete(ns, empty), np.delete(ohlcv, empty, axis=0), np.delete(original_index, empty)
         book = None if book is None else np.delete(book, empty, axis=0)
         flow = None if flow is None else np.delete(flow, empty, axis=0)
+        levels = None if levels is None else np.delete(levels, empty, axis=0)
         if not ns.size:
             raise DataError(f"{source}: every row's values are missing, so no bars are left. Check the file has prices")
     if duplicates == "drop_identical":
@@ -102,6 +104,8 @@ def build_market(
             book = np.delete(book, removed, axis=0)
         if flow is not None:
             flow = np.delete(flow, removed, axis=0)
+        if levels is not None:
+            levels = np.delete(levels, removed, axis=0)
 
     def original_label(index: int) -> str:
         return label(int(original_index[index]))
@@ -125,4 +129,5 @@ def build_market(
     return MarketData(
         source=source, timestamps=Handover(timestamps), ohlcv=Handover(ohlcv), instrument=spec, report=report,
         book=None if book is None else Handover(book), flow=None if flow is None else Handover(flow),
+        levels=None if levels is None else Handover(levels),
     )

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from foxhunt.data.assemble import build_market
 from foxhunt.data.instrument import InstrumentSpec
-from foxhunt.data.market import BOOK, FLOW, OHLCV, MarketData
+from foxhunt.data.market import BOOK, BOOK_LEVELS, FLOW, LEVEL, OHLCV, MarketData
 from foxhunt.data.validate import plain_row_label
 from foxhunt.errors import DataError
 
@@ -35,7 +35,7 @@ _TIME_NOTE = "{}: UTC nanoseconds (DBN times carry no zone to read)"
 
 PRICE_SCALE = 1e-9  # DBN prices are fixed-point integers in units of 1e-9
 _UNITS = {"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
-_LEVELS = 10
+_LEVELS = BOOK_LEVELS
 _HEADER_BYTES = 16  # length, rtype, publisher_id, instrument_id, ts_event
 # Every OHLCV record type (the deprecated one of DBN version 1 included) in an ohlcv-* file is a bar.
 _OHLCV_RTYPES = (0x11, 0x20, 0x21, 0x22, 0x23, 0x24)
@@ -348,13 +348,20 @@ def _mbp10(
     book[:, BOOK.BID_DEPTH] = bid_depth[ends]
     book[:, BOOK.ASK_DEPTH] = ask_depth[ends]
     book[:, BOOK.OFI] = np.add.reduceat(order_flow_imbalance(bid, bid_size, ask, ask_size), starts)
+    closing = rows[ends]  # each level at the bar's close (an empty level: price NaN, size 0)
+    levels = np.empty((starts.size, BOOK_LEVELS, LEVEL.size()))
+    for level in range(BOOK_LEVELS):
+        levels[:, level, LEVEL.BID_PRICE] = _prices(closing, f"bid_px_{level:02d}")
+        levels[:, level, LEVEL.ASK_PRICE] = _prices(closing, f"ask_px_{level:02d}")
+        levels[:, level, LEVEL.BID_SIZE] = closing[f"bid_sz_{level:02d}"]
+        levels[:, level, LEVEL.ASK_SIZE] = closing[f"ask_sz_{level:02d}"]
     notes = [f"DBN mbp-10 aggregated to {bar} mid-price bars from {rows.size} book events", *_other_records(other)]
     if skipped:
         notes.append(f"{skipped} MBP-10 record(s) with an empty side of the book were not used for prices")
     return build_market(
         str(path), times, ohlcv, names=("mid", "mid", "mid", "mid", "size"), time_column="ts_recv",
         label=plain_row_label("bar"), instrument=instrument, notes=notes,
-        book=book, flow=_flow(rows, is_trade, starts),
+        book=book, flow=_flow(rows, is_trade, starts), levels=levels,
         layout="Databento DBN, schema mbp-10", time_note=_TIME_NOTE.format("ts_recv"),
     )
 

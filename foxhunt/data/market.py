@@ -17,7 +17,7 @@ import numpy as np
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.dims import DimTable, auto
 
-__all__ = ["OHLCV", "BOOK", "FLOW", "Gap", "DataReport", "Handover", "MarketData"]
+__all__ = ["OHLCV", "BOOK", "BOOK_LEVELS", "LEVEL", "FLOW", "Gap", "DataReport", "Handover", "MarketData"]
 
 
 class OHLCV(DimTable):
@@ -40,6 +40,19 @@ class BOOK(DimTable):
     BID_DEPTH = auto()  # total size over the ten bid levels
     ASK_DEPTH = auto()  # total size over the ten ask levels
     OFI = auto()  # Cont-Kukanov-Stoikov order-flow imbalance summed over the bar's book events
+
+
+BOOK_LEVELS = 10  # the levels of an MBP-10 book, best first
+
+
+class LEVEL(DimTable):
+    """Last axis of ``MarketData.levels`` ``[bars, BOOK_LEVELS, LEVEL]``: one level of the MBP-10 book at each
+    bar's close (level 0 the best; prices in instrument units, sizes in contracts)."""
+
+    BID_PRICE = auto()
+    ASK_PRICE = auto()
+    BID_SIZE = auto()
+    ASK_SIZE = auto()
 
 
 class FLOW(DimTable):
@@ -164,6 +177,14 @@ def _check_table(table: type[DimTable]) -> object:
     return check
 
 
+def _check_levels(instance: MarketData, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
+    if value is None:
+        return
+    if value.shape != (instance.timestamps.shape[0], BOOK_LEVELS, LEVEL.size()):
+        raise ValueError(f"MarketData.levels must have shape [bars={instance.timestamps.shape[0]}, {BOOK_LEVELS}, "
+                         f"LEVEL={LEVEL.size()}], got {value.shape}")
+
+
 def _check_timestamps(instance: MarketData, attribute: attrs.Attribute, value: np.ndarray) -> None:
     if value.ndim != 1:
         raise ValueError(f"MarketData.timestamps must be one-dimensional, got shape {value.shape}")
@@ -177,7 +198,9 @@ class MarketData:
     """A validated bar series. ``timestamps`` are UTC and label each bar's open time.
 
     ``ohlcv`` is ``[bars, OHLCV]`` float64; ``book`` (``[bars, BOOK]``) exists for
-    MBP-10 sources and ``flow`` (``[bars, FLOW]``) for sources with trade prints.
+    MBP-10 sources and ``flow`` (``[bars, FLOW]``) for sources with trade prints;
+    ``levels`` (``[bars, BOOK_LEVELS, LEVEL]``) holds each level of an MBP-10 book
+    at the bar's close (None where the source has no levels).
     Equality is identity; compare ``content_hash()`` to compare contents.
     """
 
@@ -188,6 +211,7 @@ class MarketData:
     report: DataReport = attrs.field(factory=DataReport)
     book: np.ndarray | None = attrs.field(default=None, converter=_frozen_array(np.float64), validator=_check_table(BOOK))
     flow: np.ndarray | None = attrs.field(default=None, converter=_frozen_array(np.float64), validator=_check_table(FLOW))
+    levels: np.ndarray | None = attrs.field(default=None, converter=_frozen_array(np.float64), validator=_check_levels)
 
     def __len__(self) -> int:
         return int(self.timestamps.shape[0])
@@ -239,16 +263,19 @@ class MarketData:
             report=self.report.slice(start, stop),
             book=None if self.book is None else self.book[start:stop],
             flow=None if self.flow is None else self.flow[start:stop],
+            levels=None if self.levels is None else self.levels[start:stop],
         )
 
     def content_hash(self) -> str:
         """sha256 (hex) of the arrays and the instrument; independent of ``source`` and ``report``.
 
         Arrays are hashed in a fixed byte order with their shapes, so the hash is
-        stable across machines and runs and keys the feature cache.
+        stable across machines and runs and keys the feature cache. ``levels`` counts
+        only where present, so a market without them keeps the hash it had before
+        they existed.
         """
         digest = hashlib.sha256(b"foxhunt.MarketData/1\n")
-        for name in ("timestamps", "ohlcv", "book", "flow"):
+        for name in ("timestamps", "ohlcv", "book", "flow", *(("levels",) if self.levels is not None else ())):
             array = getattr(self, name)
             digest.update(name.encode() + b"\0")
             if array is None:

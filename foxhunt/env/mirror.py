@@ -43,9 +43,15 @@ class ObservationMirror:
         return np.clip(np.asarray(obs, dtype=np.float64) * self.scale + self.shift, self.low, self.high)
 
 
-def observation_mirror(feature_names: tuple[str, ...], normalizer: Normalizer) -> ObservationMirror:
-    """The mirror of observations ``[features normalised by normalizer, PortfolioObs]``."""
-    parity = np.array([mirror_parity(name) for name in feature_names], dtype=np.float64)
+def observation_mirror(feature_names: tuple[str, ...], normalizer: Normalizer,
+                       parity: tuple[float, ...] = ()) -> ObservationMirror:
+    """The mirror of observations ``[features normalised by normalizer, PortfolioObs]``.
+
+    ``parity``: each feature's (the run's feature table's, :attr:`foxhunt.features.FeatureMatrix.parity`);
+    empty: each name's parity among the core's families."""
+    if parity and len(parity) != len(feature_names):
+        raise ValueError(f"{len(parity)} feature parities for {len(feature_names)} feature names")
+    parity = np.array(parity or [mirror_parity(name) for name in feature_names], dtype=np.float64)
     odd = parity < 0
     feature_shift = np.where(odd, -2.0 * normalizer.mean / normalizer.std, 0.0)
     portfolio = np.array([PORTFOLIO_MIRROR_PARITY[column] for column in PortfolioObs], dtype=np.float64)

@@ -1,22 +1,26 @@
-"""Causal features: a named, versioned feature table, its cache and its normaliser."""
+"""Causal features: a named, versioned feature table (feature plugins add to it), its cache and its normaliser."""
 
 from __future__ import annotations
 
 from foxhunt.features.cache import FeatureCache, default_cache_dir
 from foxhunt.features.compute import FeatureMatrix, compute_features
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.library import FEATURES, parse_feature
+from foxhunt.features.library import FEATURES, FeatureDef, parse_feature
 from foxhunt.features.normalize import Normalizer
 from foxhunt.features.sets import FEATURE_CODE_VERSION, FEATURE_SETS, FeatureSet, feature_set
+from foxhunt.features.table import CORE_TABLE, FeatureTable
 
 __all__ = [
+    "CORE_TABLE",
     "FEATURES",
     "FEATURE_CODE_VERSION",
     "FEATURE_SETS",
     "FeatureCache",
     "FeatureConfig",
+    "FeatureDef",
     "FeatureMatrix",
     "FeatureSet",
+    "FeatureTable",
     "Normalizer",
     "compute_features",
     "default_cache_dir",

@@ -73,8 +73,13 @@ def default_cache_limit() -> int:
     return megabytes * MB
 
 
-def cache_key(data_hash: str, set_name: str, set_version: str, names: tuple[str, ...], code_version: str) -> str:
-    text = "\n".join([data_hash, set_name, set_version, code_version, *names])
+def cache_key(
+    data_hash: str, set_name: str, set_version: str, names: tuple[str, ...], code_version: str,
+    plugin_families: tuple[str, ...] = (),
+) -> str:
+    """The entry's key. ``plugin_families``: ``<base>=<plugin>@<version>`` of each plugin family used (none for
+    the core's families alone, whose keys are unchanged by feature plugins)."""
+    text = "\n".join([data_hash, set_name, set_version, code_version, *names, *plugin_families])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

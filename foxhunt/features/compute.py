@@ -10,7 +10,8 @@ from foxhunt.data.market import MarketData
 from foxhunt.errors import DataError
 from foxhunt.features.cache import FeatureCache, cache_key
 from foxhunt.features.library import feature_values
-from foxhunt.features.sets import FEATURE_CODE_VERSION, FeatureSet, feature_set
+from foxhunt.features.sets import FEATURE_CODE_VERSION, FeatureSet
+from foxhunt.features.table import CORE_TABLE, FeatureTable
 
 __all__ = ["FeatureMatrix", "compute_features"]
 
@@ -29,6 +30,8 @@ class FeatureMatrix:
 
     Rows before ``warmup`` may hold NaN; every row from ``warmup`` on is finite.
     ``from_cache`` says whether this matrix was read from the on-disk cache.
+    ``parity``: -1.0 for each odd column, +1.0 for each even one (the features' mirror parity, from the
+    run's feature table: a plugin family's declared parity included).
     """
 
     values: np.ndarray = attrs.field(converter=_readonly_float32)
@@ -37,6 +40,7 @@ class FeatureMatrix:
     feature_set: FeatureSet
     data_hash: str
     from_cache: bool = False
+    parity: tuple[float, ...] = ()
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -49,11 +53,11 @@ class FeatureMatrix:
         return self.values[:, self.index(name)]
 
 
-def _compute(market: MarketData, fs: FeatureSet) -> tuple[np.ndarray, int]:
+def _compute(market: MarketData, fs: FeatureSet, table: FeatureTable) -> tuple[np.ndarray, int]:
     values = np.empty((len(market), len(fs.names)), dtype=np.float64)
     warmup = 0
     for column, name in enumerate(fs.names):
-        values[:, column], feature_warmup = feature_values(market, name)
+        values[:, column], feature_warmup = feature_values(market, name, table.families)
         warmup = max(warmup, feature_warmup)
     if warmup >= len(market):
         raise DataError(
@@ -74,23 +78,28 @@ def compute_features(
     market: MarketData,
     features: FeatureSet | str = "horizons",
     cache: FeatureCache | None = None,
+    table: FeatureTable | None = None,
 ) -> FeatureMatrix:
     """The causal feature matrix of ``market`` (a value at bar t uses bars <= t only).
 
+    ``table``: the run's feature families and sets, the loaded feature plugins' among them
+    (:meth:`foxhunt.plugin_host.PluginHost.feature_table`); None for the core's alone.
     With a ``cache``, the matrix is read from it when the data hash, the set's
-    name, version and names, and the feature code version all match, and written
-    to it otherwise.
+    name, version and names, the feature code version, and the owner and version
+    of each plugin family used all match, and written to it otherwise.
     """
-    fs = feature_set(features) if isinstance(features, str) else features
+    table = CORE_TABLE if table is None else table
+    fs = table.resolve(features) if isinstance(features, str) else features
     data_hash = market.content_hash()
-    key = cache_key(data_hash, fs.name, fs.version, fs.names, FEATURE_CODE_VERSION)
+    key = cache_key(data_hash, fs.name, fs.version, fs.names, FEATURE_CODE_VERSION, table.key_parts(fs.names))
+    parity = table.parity(fs.names)
     if cache is not None:
         cached = cache.get(key, fs.names)
         if cached is not None:
             values, warmup = cached
-            return FeatureMatrix(values, fs.names, warmup, fs, data_hash, from_cache=True)
-    values, warmup = _compute(market, fs)
-    matrix = FeatureMatrix(values, fs.names, warmup, fs, data_hash)
+            return FeatureMatrix(values, fs.names, warmup, fs, data_hash, from_cache=True, parity=parity)
+    values, warmup = _compute(market, fs, table)
+    matrix = FeatureMatrix(values, fs.names, warmup, fs, data_hash, parity=parity)
     if cache is not None:
         path = cache.put(key, matrix.values, fs.names, warmup)
         if path is not None:  # None: larger than the cache's whole limit, not kept (put says so)

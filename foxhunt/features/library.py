@@ -5,11 +5,15 @@ A feature name is a base followed by integer parameters, ``<base>_<p1>[_<p2>...]
 the whole market but its value at bar t is computed from bars <= t only, and is
 NaN before its warm-up (the first bar where it is defined). Formulas are listed in
 docs/data.md; the property test in tests/features checks causality.
+
+:data:`FEATURES` is the core's table. Feature plugins (the ``foxhunt_features`` hook) add families to the
+grammar of one run: the functions here take that run's table as ``families`` (the core's when None), built
+by :class:`foxhunt.features.table.FeatureTable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 import numba
@@ -19,7 +23,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from foxhunt.data.market import BOOK, FLOW, MarketData
 from foxhunt.errors import DataError
 
-__all__ = ["FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity"]
+__all__ = ["FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity", "known_shape"]
 
 _DAY_S = 86_400
 _CUSUM_DRIFT = 0.5  # kappa: allowance per bar, in standard deviations
@@ -32,13 +36,22 @@ class FeatureDef:
 
     base: str
     arity: int
-    needs: str  # "ohlcv", "book" or "flow"
+    # "levels": each MBP-10 level at the bar close (MarketData.levels, from an mbp-10 DBN source)
+    needs: str = attrs.field(validator=attrs.validators.in_(("ohlcv", "book", "flow", "book+flow", "levels")))
     compute: Callable[..., tuple[np.ndarray, int]]  # (market, *params) -> (values [bars], warm-up bar)
     description: str
     # What the feature does when the market is mirrored (every log return negated, bids and asks swapped):
     # "odd" features change sign (returns, momentum, imbalances), "even" ones are unchanged (volatility, volume,
     # calendar, spread). The counterfactual mirror of the replay (docs/learner.md) relies on it.
     mirror: str = attrs.field(default="odd", validator=attrs.validators.in_(("odd", "even")))
+    # A plugin family's formula version: part of the cache key of every matrix that uses it (with the plugin's
+    # name), so bump it whenever the family's values change. The core's families share FEATURE_CODE_VERSION.
+    version: str = attrs.field(default="1", validator=attrs.validators.min_len(1))
+
+    @property
+    def name(self) -> str:
+        """The family's base name (what the plugin host checks for clashes)."""
+        return self.base
 
 
 def _log_close(market: MarketData) -> np.ndarray:
@@ -263,36 +276,64 @@ FEATURES: dict[str, FeatureDef] = {
 }
 
 
-def parse_feature(name: str) -> tuple[FeatureDef, tuple[int, ...]]:
-    """Split a feature name into its family and integer parameters, checking the count."""
-    if name in FEATURES and FEATURES[name].arity == 0:
-        return FEATURES[name], ()
+def _split(name: str, families: Mapping[str, FeatureDef]) -> tuple[FeatureDef, tuple[int, ...]] | None:
+    """The family and parameters of ``name`` in ``families``, None for an unknown base; a wrong count raises."""
+    if name in families and families[name].arity == 0:
+        return families[name], ()
     parts = name.split("_")
     for cut in range(len(parts) - 1, 0, -1):
         base, params = "_".join(parts[:cut]), parts[cut:]
-        if base in FEATURES and all(p.isdigit() for p in params):
-            feature = FEATURES[base]
+        if base in families and all(p.isdigit() for p in params):
+            feature = families[base]
             values = tuple(int(p) for p in params)
             if len(values) != feature.arity or any(v < 1 for v in values):
                 raise DataError(f"feature {name!r}: {base} takes {feature.arity} positive integer parameter(s)")
             return feature, values
-    raise DataError(f"unknown feature {name!r}; families: {', '.join(sorted(FEATURES))} (see docs/data.md)")
+    return None
 
 
-def feature_values(market: MarketData, name: str) -> tuple[np.ndarray, int]:
+def parse_feature(name: str, families: Mapping[str, FeatureDef] | None = None) -> tuple[FeatureDef, tuple[int, ...]]:
+    """Split a feature name into its family and integer parameters, checking the count.
+
+    ``families``: the run's table (core and plugin families); None for the core's :data:`FEATURES`.
+    """
+    families = FEATURES if families is None else families
+    found = _split(name, families)
+    if found is None:
+        raise DataError(
+            f"unknown feature {name!r}; families: {', '.join(sorted(families))} (see docs/data.md; a feature "
+            "plugin's families exist only while that plugin is loaded)"
+        )
+    return found
+
+
+def known_shape(name: str) -> None:
+    """Refuse a name whose base is a core family with the wrong parameters; accept any other base.
+
+    What a config can check before the plugins are loaded: a base the core does not know may be a feature
+    plugin's, and is checked against the run's table when the features are computed.
+    """
+    _split(name, FEATURES)
+
+
+def feature_values(
+    market: MarketData, name: str, families: Mapping[str, FeatureDef] | None = None
+) -> tuple[np.ndarray, int]:
     """One feature's float64 values (NaN before its warm-up) and its warm-up bar."""
-    feature, params = parse_feature(name)
-    if feature.needs == "book" and market.book is None:
+    feature, params = parse_feature(name, families)
+    if "book" in feature.needs and market.book is None:
         raise DataError(f"{market.source}: feature {name!r} needs MBP-10 book data; load an mbp-10 DBN file or drop it")
-    if feature.needs == "flow" and market.flow is None:
+    if "flow" in feature.needs and market.flow is None:
         raise DataError(f"{market.source}: feature {name!r} needs trade prints; load a trades or mbp-10 DBN file or drop it")
+    if feature.needs == "levels" and market.levels is None:
+        raise DataError(f"{market.source}: feature {name!r} needs each level of an MBP-10 book; load an mbp-10 DBN file or drop it")
     values, warmup = feature.compute(market, *params)
     values = np.array(values, dtype=np.float64)
     values[:warmup] = np.nan
     return values, warmup
 
 
-def mirror_parity(name: str) -> float:
+def mirror_parity(name: str, families: Mapping[str, FeatureDef] | None = None) -> float:
     """-1.0 for a feature that changes sign in the mirrored market, +1.0 for one that does not."""
-    feature, _ = parse_feature(name)
+    feature, _ = parse_feature(name, families)
     return -1.0 if feature.mirror == "odd" else 1.0

@@ -3,6 +3,11 @@
 The version is part of the cache key. Bump a built-in set's version when its
 names change; bump :data:`FEATURE_CODE_VERSION` when any formula changes, which
 invalidates every cached matrix at once.
+
+A set checks its names' shape when it is made: a core family's name must have
+the right parameters; a base the core does not know may be a feature plugin's
+and is checked against the run's table (:mod:`foxhunt.features.table`) before
+anything is computed.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import attrs
 
 from foxhunt.errors import DataError
-from foxhunt.features.library import parse_feature
+from foxhunt.features.library import known_shape
 
 __all__ = ["FEATURE_CODE_VERSION", "FeatureSet", "FEATURE_SETS", "feature_set"]
 
@@ -24,7 +29,7 @@ def _valid_names(instance: object, attribute: attrs.Attribute, value: tuple[str,
     if duplicated:
         raise DataError(f"feature set lists {duplicated} more than once; each column name must be unique")
     for name in value:
-        parse_feature(name)
+        known_shape(name)
 
 
 @attrs.frozen
@@ -79,7 +84,9 @@ FEATURE_SETS: dict[str, FeatureSet] = {
 
 
 def feature_set(name: str, names: tuple[str, ...] = ()) -> FeatureSet:
-    """A built-in set by name, or (when ``names`` is given) a custom set of those names."""
+    """A built-in set by name, or (when ``names`` is given) a custom set of those names.
+
+    The core's sets only; :meth:`foxhunt.features.table.FeatureTable.resolve` knows the plugins' too."""
     if names:
         return FeatureSet(name or "custom", f"custom-{FEATURE_CODE_VERSION}", names)
     try:

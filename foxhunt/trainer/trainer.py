@@ -39,7 +39,7 @@ from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
-from foxhunt.features import FeatureMatrix, Normalizer, compute_features
+from foxhunt.features import FeatureMatrix, FeatureTable, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
 from foxhunt.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
@@ -48,7 +48,7 @@ from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
 from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin_host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 from foxhunt.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
@@ -94,10 +94,14 @@ class PreparedData:
     folds: list[Fold]
 
 
-def prepare_data(config: FoxhuntConfig, market: MarketData | None = None) -> PreparedData:
-    """Market (``market``, else loaded from ``config.data``), its cached causal features and the folds."""
+def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table: FeatureTable | None = None) -> PreparedData:
+    """Market (``market``, else loaded from ``config.data``), its cached causal features and the folds.
+
+    ``table``: the run's feature table (the host's, with its feature plugins' families); None: the one
+    ``config``'s plugins give (:func:`foxhunt.plugin_host.config_feature_table`)."""
+    table = config_feature_table(config) if table is None else table
     market = load_from_config(config.data) if market is None else market
-    features = compute_features(market, config.features.resolve_set(), config.features.make_cache())
+    features = compute_features(market, config.features.resolve_set(table), config.features.make_cache(), table)
     folds = make_folds(len(market), config.folds, warmup=features.warmup)
     return PreparedData(market, features, folds)
 
@@ -143,9 +147,9 @@ class Trainer:
     # -- construction ------------------------------------------------------------------
     def _build(self) -> None:
         config = self.config
-        self.data = prepare_data(config)
         self.host = PluginHost(config.plugins).discover().declare()
         self.registries = self.host.freeze()
+        self.data = prepare_data(config, table=self.host.feature_table(config))  # feature plugins' families too
         self.layout = self.registries.layout
         self.isv = ISV(self.layout, self.device)
         self.registries.state.attach_isv(self.isv)
@@ -302,7 +306,8 @@ class Trainer:
         # every bar of the encoder's window)
         self.learner.replay.set_fold(AugmentationFold(tuple(self.data.features.names), self.normalizer,
                                                       self.env.params.detach().cpu().numpy().astype(np.float64),
-                                                      window=self.learner.window))
+                                                      window=self.learner.window,
+                                                      feature_parity=self.data.features.parity))
         self.env.set_window(fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 

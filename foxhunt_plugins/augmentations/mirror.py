@@ -55,7 +55,7 @@ def mirror_constants(fold: AugmentationFold) -> dict[str, Any]:
     map: ``codes[c]`` is the mirror of code ``c`` in a column where ``columns`` is true (the direction's).
     With an encoder window (``fold.window`` W > 1) the observation map covers every bar of the window: each
     earlier bar's features are mirrored like the observation's own."""
-    mirror = observation_mirror(fold.feature_names, fold.normalizer)
+    mirror = observation_mirror(fold.feature_names, fold.normalizer, fold.feature_parity)
     swapped = {Direction.SHORT: Direction.LONG, Direction.LONG: Direction.SHORT}
     width = max(table.size() for table in BRANCH_TABLES.values())
     n_features = len(fold.feature_names)

@@ -2,42 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import sys
 
 import databento_dbn as db  # the optional extra is in the test dependencies
 import numpy as np
 import pytest
 
-from foxhunt.data import BOOK, FLOW, OHLCV, DataConfig, load, load_dbn, load_from_config
+from foxhunt.data import BOOK, FLOW, LEVEL, OHLCV, DataConfig, load, load_dbn, load_from_config
 from foxhunt.errors import DataError
-
-SCALE = 10**9
-MINUTE = 60 * SCALE
-T0 = 1_704_187_800 * SCALE  # 2024-01-02 09:30 UTC
-
-
-def metadata(schema) -> bytes:
-    return bytes(
-        db.Metadata(dataset="GLBX.MDP3", start=T0, stype_in=db.SType.RAW_SYMBOL, stype_out=db.SType.INSTRUMENT_ID, schema=schema, symbols=["ESH4"])
-    )
-
-
-def write(path, schema, records, compress=False):
-    raw = metadata(schema) + b"".join(bytes(r) for r in records)
-    if compress:
-        buffer = io.BytesIO()
-        transcoder = db.Transcoder(buffer, db.Encoding.DBN, db.Compression.ZSTD)
-        transcoder.write(raw)
-        transcoder.flush()
-        raw = buffer.getvalue()
-    path.write_bytes(raw)
-    return path
-
-
-def px(value: float) -> int:
-    return int(round(value * SCALE))
-
+from dbn_writers import MINUTE, SCALE, T0, book_levels, metadata, px, write
 
 BARS = [  # open, high, low, close, volume
     (4700.00, 4702.50, 4699.25, 4701.00, 1200),
@@ -112,10 +85,6 @@ def test_trades_aggregate_to_bars_with_flow(tmp_path):
     assert market.book is None
 
 
-def book_levels(bid, ask, bid_size, ask_size):
-    return [db.BidAskPair(px(bid - 0.25 * i), px(ask + 0.25 * i), bid_size + i, ask_size + 2 * i, 1, 1) for i in range(10)]
-
-
 # (seconds, action, side, trade size, best bid, best ask, bid size, ask size)
 EVENTS = [
     (0, db.Action.ADD, db.Side.BID, 0, 4700.00, 4700.25, 10, 12),
@@ -163,6 +132,13 @@ def test_mbp10_aggregates_to_mid_bars_with_book_fields(tmp_path):
     np.testing.assert_array_equal(market.flow[:, FLOW.BUY_VOLUME], [4, 0])
     np.testing.assert_array_equal(market.flow[:, FLOW.SELL_VOLUME], [0, 3])
     assert market.ohlcv[:, OHLCV.VOLUME].tolist() == [4, 3]
+    # every level at each bar's close (book_levels: level i at bid - i/4 and ask + i/4, sizes q + i and q + 2 i)
+    for bar, (_, _, _, _, b, a, qb, qa) in zip((first_bar, second_bar), (EVENTS[2], EVENTS[5])):
+        i = np.arange(10)
+        np.testing.assert_allclose(market.levels[bar, :, LEVEL.BID_PRICE], b - 0.25 * i)
+        np.testing.assert_allclose(market.levels[bar, :, LEVEL.ASK_PRICE], a + 0.25 * i)
+        np.testing.assert_array_equal(market.levels[bar, :, LEVEL.BID_SIZE], qb + i)
+        np.testing.assert_array_equal(market.levels[bar, :, LEVEL.ASK_SIZE], qa + 2 * i)
 
 
 def test_unsupported_schema_and_missing_package(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foxhunt.data import OHLCV, DataConfig, MarketData, load, preset
+from foxhunt.data import BOOK_LEVELS, LEVEL, OHLCV, DataConfig, MarketData, load, preset
 from foxhunt.data.validate import bar_frequency, find_gaps
 
 HOUR = np.timedelta64(1, "h")
@@ -62,6 +62,17 @@ def test_content_hash_is_a_pinned_value():
 
 
 PINNED_HASH = "18a5e7367b4d4539470310dd0a96427b436cc5e7bb7df7269e90be731b5302c1"
+
+
+def test_book_levels_are_checked_sliced_and_hashed():
+    stamps = np.array(["2020-01-01", "2020-01-02", "2020-01-03"], "datetime64[ns]")
+    levels = np.arange(3 * BOOK_LEVELS * LEVEL.size(), dtype=float).reshape(3, BOOK_LEVELS, LEVEL.size())
+    market = MarketData("anywhere", stamps, bars(3), preset("EQUITY"), levels=levels)
+    np.testing.assert_array_equal(market.slice(1, 3).levels, levels[1:])
+    assert not market.levels.flags.writeable
+    assert market.content_hash() != PINNED_HASH  # the levels count; a market without them keeps its pinned hash
+    with pytest.raises(ValueError, match=r"levels must have shape \[bars=3, 10, LEVEL=4\]"):
+        MarketData("anywhere", stamps, bars(3), preset("EQUITY"), levels=levels[:, :5])
 
 
 def hourly(start: str, hours: list[int]) -> np.ndarray:

@@ -78,10 +78,15 @@ def test_feature_config():
     assert FeatureConfig().resolve_set() is FEATURE_SETS["horizons"]
     custom = FeatureConfig(feature_set="mine", names=("ret_1", "rsi_7")).resolve_set()
     assert custom.names == ("ret_1", "rsi_7") and custom.name == "mine"
-    with pytest.raises(ValueError, match="not built in"):
-        FeatureConfig(feature_set="fancy")
-    with pytest.raises(ValueError, match="unknown feature"):
-        FeatureConfig(names=("nope_1",))
+    # a set or a family the core does not know may be a feature plugin's: refused when the run's table has none
+    with pytest.raises(DataError, match="unknown feature set 'fancy'"):
+        FeatureConfig(feature_set="fancy").resolve_set()
+    with pytest.raises(DataError, match="unknown feature 'nope_1'"):
+        FeatureConfig(names=("nope_1",)).resolve_set()
+    with pytest.raises(ValueError, match="not a set name"):
+        FeatureConfig(feature_set="no such set")
+    with pytest.raises(ValueError, match="positive integer parameter"):  # a core family's shape: refused at once
+        FeatureConfig(names=("ret_1_2",))
     with pytest.raises(ValueError, match="clip"):
         FeatureConfig(clip=0.0)
 

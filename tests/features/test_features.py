@@ -9,18 +9,22 @@ from hypothesis import strategies as st
 
 from foxhunt.data import BOOK, FLOW, OHLCV, MarketData, load, preset
 from foxhunt.errors import DataError
-from foxhunt.features import FEATURE_SETS, FeatureSet, compute_features, parse_feature
+from foxhunt.features import FEATURE_SETS, FeatureSet, FeatureTable, compute_features, parse_feature
 from foxhunt.features.library import feature_values
+from foxhunt_plugins import book_features
 from market_builders import with_book
 
 BASE = load("synthetic:regime?bars=300&seed=11")
+# the core's table with the built-in feature plugin's families and its book_full set
+PLUGIN_TABLE, _ = FeatureTable.compose([("book_features", f) for f in book_features.FAMILIES],
+                                       [("book_features", book_features.BOOK_FULL)])
 
 
 BOOK_MARKET = with_book(BASE, 0)
 
 
 def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
-    """Same bars up to t; every later bar's prices, volume, book and flow changed (bars stay valid)."""
+    """Same bars up to t; every later bar's prices, volume, book, levels and flow changed (bars stay valid)."""
     rng = np.random.default_rng(seed)
     later = len(market) - t - 1
     scale = np.exp(rng.normal(0, 0.05, later))[:, None]
@@ -29,26 +33,29 @@ def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
     ohlcv[t + 1:, OHLCV.VOLUME] = rng.integers(0, 10_000, later)
     book = None if market.book is None else market.book.copy()
     flow = None if market.flow is None else market.flow.copy()
+    levels = None if market.levels is None else market.levels.copy()
     if book is not None:
         book[t + 1:] *= rng.uniform(0.5, 2.0, (later, BOOK.size()))
         flow[t + 1:] *= rng.uniform(0.5, 2.0, (later, FLOW.size()))
-    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow)
+        levels[t + 1:] *= rng.uniform(0.5, 2.0, levels[t + 1:].shape)
+    return MarketData(market.source, market.timestamps, ohlcv, market.instrument, market.report, book, flow, levels)
 
 
 @settings(max_examples=40)
-@given(t=st.integers(0, len(BASE) - 2), seed=st.integers(0, 2**32 - 1), use_book=st.booleans())
-def test_perturbing_bars_after_t_leaves_features_up_to_t_unchanged(t, seed, use_book):
-    market = BOOK_MARKET if use_book else BASE
-    features = FEATURE_SETS["book" if use_book else "ohlcv"]
-    original = compute_features(market, features).values
-    changed = compute_features(perturbed_after(market, t, seed), features).values
+@given(t=st.integers(0, len(BASE) - 2), seed=st.integers(0, 2**32 - 1),
+       features=st.sampled_from(["ohlcv", "book", "book_full"]))
+def test_perturbing_bars_after_t_leaves_features_up_to_t_unchanged(t, seed, features):
+    # book_full: every family of the built-in feature plugin (foxhunt_plugins/book_features.py) too
+    market = BASE if features == "ohlcv" else BOOK_MARKET
+    original = compute_features(market, features, table=PLUGIN_TABLE).values
+    changed = compute_features(perturbed_after(market, t, seed), features, table=PLUGIN_TABLE).values
     np.testing.assert_array_equal(original[: t + 1], changed[: t + 1])  # bit-identical, NaN included
     assert not np.array_equal(original[t + 1:], changed[t + 1:])  # the perturbation did reach the features
 
 
-@pytest.mark.parametrize("name", FEATURE_SETS["book"].names)
+@pytest.mark.parametrize("name", book_features.BOOK_FULL.names)
 def test_each_feature_is_nan_exactly_before_its_warmup(name):
-    values, warmup = feature_values(BOOK_MARKET, name)
+    values, warmup = feature_values(BOOK_MARKET, name, PLUGIN_TABLE.families)
     assert np.isnan(values[:warmup]).all()
     assert np.isfinite(values[warmup:]).all()
 
