@@ -6,6 +6,7 @@
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
     python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
+    python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -74,6 +75,10 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "off (default)": [],
         # c51 gives the value head its default budget (0.10), so the budgets still sum to 1
         "on": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
+    },
+    "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
+        "moments (default)": [],
+        "robust": ['learner.popart_stats="robust"'],
     },
 }
 

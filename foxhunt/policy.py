@@ -43,7 +43,7 @@ from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features import Normalizer
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt,
-                             SpectralNorm, learner_config_of, support_atoms, window_input)
+                             SpectralNorm, learner_config_of, popart_of, support_atoms, window_input)
 from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
 from foxhunt.plugin_config import migrate_saved
 from foxhunt.records import Encoder
@@ -247,6 +247,6 @@ class Policy:
                                        encoder=module, state_values=state_values).to(device, _DTYPE)
         generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
         spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
-        popart = PopArt(len(Branch), network.n_actions, config.popart_beta, config.popart_sigma_min, config.popart,
-                        device, _DTYPE)
+        popart = popart_of(config.popart_stats, len(Branch), network.n_actions, config.popart_beta,
+                           config.popart_sigma_min, config.popart, device, _DTYPE)
         return cls(network, spectral, popart, isv, config, normalizer, metadata, encoder, n_features)

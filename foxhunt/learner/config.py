@@ -125,6 +125,9 @@ class LearnerConfig:
     popart: bool = True
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
     popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive_finite)
+    # which statistics PopArt tracks: "moments" (mean and second moment) or "robust" (running median and
+    # interquartile range); robust is off by default, not yet measured (docs/learner.md, "Robust PopArt")
+    popart_stats: str = attrs.field(default="moments", validator=attrs.validators.in_(("moments", "robust")))
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")

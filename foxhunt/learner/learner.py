@@ -45,7 +45,7 @@ from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
 from foxhunt.learner.optim import LRSchedule, make_optimizer
-from foxhunt.learner.popart import PopArt
+from foxhunt.learner.popart import popart_of
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
@@ -163,8 +163,8 @@ class Learner:
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)
         self.params = list(self.network.parameters())
-        self.popart = PopArt(len(Branch), self.network.n_actions, c.popart_beta, c.popart_sigma_min, c.popart,
-                             self.device, dtype)
+        self.popart = popart_of(c.popart_stats, len(Branch), self.network.n_actions, c.popart_beta,
+                                c.popart_sigma_min, c.popart, self.device, dtype)
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
                              window=self.window, n_features=n_features)
         self.schedule = LRSchedule(c, self.device)
