@@ -7,6 +7,7 @@
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
     python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
+    python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -79,6 +80,10 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
         "moments (default)": [],
         "robust": ['learner.popart_stats="robust"'],
+    },
+    "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default, not yet measured
+        "greedy (default)": [],
+        "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
     },
 }
 

@@ -128,6 +128,10 @@ class LearnerConfig:
     # which statistics PopArt tracks: "moments" (mean and second moment) or "robust" (running median and
     # interquartile range); robust is off by default, not yet measured (docs/learner.md, "Robust PopArt")
     popart_stats: str = attrs.field(default="moments", validator=attrs.validators.in_(("moments", "robust")))
+    # the policy the bootstrap targets follow at the next state: "greedy" (double DQN: the online net's argmax) or
+    # "expected_sarsa" (the expectation under softmax(Q/τ) per branch, τ the sarsa.temperature ISV slot); off by
+    # default, not yet measured (docs/learner.md, "Expected-SARSA targets")
+    target_policy: str = attrs.field(default="greedy", validator=attrs.validators.in_(("greedy", "expected_sarsa")))
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")

@@ -46,6 +46,7 @@ from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
 from foxhunt.learner.optim import LRSchedule, make_optimizer
 from foxhunt.learner.popart import popart_of
+from foxhunt.learner.target_policy import expected_sarsa_next
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
@@ -247,12 +248,16 @@ class Learner:
         ``s`` is added for the state-value head.
         """
         b = batch.obs.shape[0]
-        next_action = self.network(batch.next_obs, support).q.argmax(-1)  # [B, Branch], online choice
+        online_q = self.network(batch.next_obs, support).q  # [B, Branch, A], the online net picks
         out = self.target(batch.next_obs, support, taus=taus)
-        index = next_action[:, :, None, None].expand(b, len(Branch), 1, self.config.n_atoms)
-        probs = out.log_probs.gather(2, index).squeeze(2).exp()  # [B, Branch, N]
-        q_index = next_action[:, None, :, None].expand(b, taus.shape[1], len(Branch), 1)
-        quantiles = out.quantiles.gather(3, q_index).squeeze(3).transpose(1, 2)  # [B, Branch, T']
+        if self.config.target_policy == "expected_sarsa":  # fixed for the run: no branch on a tensor value
+            probs, quantiles = expected_sarsa_next(online_q, out.log_probs, out.quantiles, self.reads.sarsa_temperature)
+        else:
+            next_action = online_q.argmax(-1)  # [B, Branch]
+            index = next_action[:, :, None, None].expand(b, len(Branch), 1, self.config.n_atoms)
+            probs = out.log_probs.gather(2, index).squeeze(2).exp()  # [B, Branch, N]
+            q_index = next_action[:, None, :, None].expand(b, taus.shape[1], len(Branch), 1)
+            quantiles = out.quantiles.gather(3, q_index).squeeze(3).transpose(1, 2)  # [B, Branch, T']
         mu, sigma = self.popart.mu, self.popart.sigma
         source = support if out.support is None else out.support  # [Branch, N] shared, or [B, Branch, N]
         unnorm_support = source * sigma[:, None] + mu[:, None]
