@@ -8,6 +8,7 @@
     python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
     python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
+    python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -84,6 +85,10 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default, not yet measured
         "greedy (default)": [],
         "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
+    },
+    "conviction": {  # docs/learner.md, "Conviction floor": off by default, not yet measured
+        "off (default)": [],
+        "floor 0.25σ": ["learner.conviction_floor=0.25"],
     },
 }
 

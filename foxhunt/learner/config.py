@@ -132,6 +132,9 @@ class LearnerConfig:
     # "expected_sarsa" (the expectation under softmax(Q/τ) per branch, τ the sarsa.temperature ISV slot); off by
     # default, not yet measured (docs/learner.md, "Expected-SARSA targets")
     target_policy: str = attrs.field(default="greedy", validator=attrs.validators.in_(("greedy", "expected_sarsa")))
+    # acting only: HOLD on the direction branch gets this many PopArt σ of expected Q added, so the agent trades only
+    # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor", unmeasured)
+    conviction_floor: float = attrs.field(default=0.0, validator=_non_negative_finite)
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
