@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import unittest
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 from safetensors.torch import load_file
 from trainer_testkit import TINY, invoke, train_args
 
 import foxhunt.learner.declarations as learner_declarations
 from foxhunt.actions import Branch
+from foxhunt.config import load_config
 from foxhunt.contract import SARSA_TEMPERATURE_FALLBACK
 from foxhunt.errors import PluginError
 from foxhunt.isv import ISV
 from foxhunt.plugin_host import ENTRY_POINT_GROUP, PluginHost, PluginSelection
 from foxhunt.state import ResetCategory
+from foxhunt.testing import conformance_machine
 from foxhunt_plugins import expected_sarsa
 
 
@@ -45,6 +49,17 @@ def test_declares_its_temperature_slot_with_the_configured_start() -> None:
 def test_a_temperature_that_is_not_a_finite_positive_number_is_refused(bad: float) -> None:
     with pytest.raises(PluginError, match="temperature"):
         frozen({"expected_sarsa": {"temperature": bad}})
+
+
+def test_it_passes_the_conformance_machine_with_expected_sarsa_targets_on() -> None:
+    """Its slot and state entry through resets and checkpoints, the learner reading the slot for its targets."""
+    config = load_config(None, ['learner.target_policy="expected_sarsa"', "plugins.expected_sarsa.temperature=0.3"])
+    quick = settings(max_examples=4, stateful_step_count=6, deadline=None, database=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow])
+    case = conformance_machine(expected_sarsa, expected_sarsa.NAME, config, test_settings=quick)
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(case).run(result)
+    assert [text for _, text in result.failures + result.errors] == []
 
 
 @pytest.fixture
