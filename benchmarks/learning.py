@@ -6,6 +6,9 @@
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
     python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
+    python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
+    python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
+    python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -74,6 +77,18 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "off (default)": [],
         # c51 gives the value head its default budget (0.10), so the budgets still sum to 1
         "on": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
+    },
+    "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
+        "moments (default)": [],
+        "robust": ['learner.popart_stats="robust"'],
+    },
+    "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default, not yet measured
+        "greedy (default)": [],
+        "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
+    },
+    "conviction": {  # docs/learner.md, "Conviction floor": off by default, not yet measured
+        "off (default)": [],
+        "floor 0.25σ": ["learner.conviction_floor=0.25"],
     },
 }
 

@@ -57,6 +57,8 @@ __all__ = [
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
     "IQL_SUPPORT_FLOOR",
+    "SARSA_TEMPERATURE",
+    "SARSA_TEMPERATURE_FALLBACK",
     # signals
     "Q_MEAN",
     "Q_STD",
@@ -138,6 +140,11 @@ CQL_ALPHA = "cql.alpha"
 # the learner has no key of its own, so two keys can no longer disagree.
 CQL_ALPHA_FALLBACK = 0.1
 IQL_SUPPORT_FLOOR = "iql.support_floor"
+SARSA_TEMPERATURE = "sarsa.temperature"
+# τ of the Expected-SARSA target policy when no plugin declares sarsa.temperature, and the expected_sarsa plugin's
+# default; its one key is [plugins.expected_sarsa] temperature (read only with [learner] target_policy =
+# "expected_sarsa").
+SARSA_TEMPERATURE_FALLBACK = 1.0
 
 # -- signals ----------------------------------------------------------------------------------
 Q_MEAN = "learner.q_mean"
@@ -189,6 +196,8 @@ SHARED: tuple[SharedName, ...] = (
     # Read by the learner only through the iql component's CentredSupport (so only when that opt-in plugin is on).
     _slot(IQL_SUPPORT_FLOOR, "iql", "minimum half-width of the C51 atoms centred per sample on the IQL value head's "
           "V(s) (normalised return units)", width=_BRANCHES),
+    _slot(SARSA_TEMPERATURE, "expected_sarsa", "softmax temperature τ of the Expected-SARSA target policy per branch "
+          "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
     _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),

@@ -43,7 +43,8 @@ from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features import Normalizer
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt,
-                             SpectralNorm, learner_config_of, support_atoms, window_input)
+                             SpectralNorm, learner_config_of, popart_of, support_atoms, window_input)
+from foxhunt.learner.conviction import with_conviction_floor
 from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
 from foxhunt.plugin_config import migrate_saved
 from foxhunt.records import Encoder
@@ -162,8 +163,12 @@ class Policy:
 
     @torch.no_grad()
     def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
-        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``."""
-        return self.popart.unnormalize_q(self.network.expected_q(self.encoder_input(obs, bars), self.support()))
+        """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``. With
+        ``[learner] conviction_floor`` > 0 HOLD's value carries the floor, as the learner's acting values do."""
+        q = self.network.expected_q(self.encoder_input(obs, bars), self.support())
+        if self.config.conviction_floor > 0:  # the saved config's: off, the values are the network's
+            q = with_conviction_floor(q, self.config.conviction_floor)
+        return self.popart.unnormalize_q(q)
 
     def greedy_actions(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
         """The argmax sub-action of every branch: ``[N, Branch]`` int64."""
@@ -247,6 +252,6 @@ class Policy:
                                        encoder=module, state_values=state_values).to(device, _DTYPE)
         generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
         spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
-        popart = PopArt(len(Branch), network.n_actions, config.popart_beta, config.popart_sigma_min, config.popart,
-                        device, _DTYPE)
+        popart = popart_of(config.popart_stats, len(Branch), network.n_actions, config.popart_beta,
+                           config.popart_sigma_min, config.popart, device, _DTYPE)
         return cls(network, spectral, popart, isv, config, normalizer, metadata, encoder, n_features)

@@ -9,6 +9,7 @@ Everything a run needs to turn a source string into validated bars::
 
 from __future__ import annotations
 
+from foxhunt.data.bars import volume_bars
 from foxhunt.data.catalog import DEFAULT_DATASET, LEARNING_SUITE, DatasetInfo, list_datasets, load_bundled
 from foxhunt.data.config import DataConfig
 from foxhunt.data.dbn import load_dbn
@@ -64,4 +65,5 @@ __all__ = [
     "preset",
     "regime_states",
     "trend_states",
+    "volume_bars",
 ]

@@ -6,6 +6,7 @@ import zoneinfo
 
 import attrs
 
+from foxhunt.data.bars import BAR_KINDS, check_bar_settings
 from foxhunt.data.columns import ROLES
 from foxhunt.data.instrument import PRESETS
 from foxhunt.data.layout import DECIMALS, DELIMITERS
@@ -53,6 +54,8 @@ class DataConfig:
     ``delimiter`` and ``decimal``: a text file's field separator (",", ";",
     "\\t", "|") and decimal mark ("." or ","), detected when None.
     ``instrument_id``: the instrument to load from a DBN file holding several.
+    ``bars``: "time" (the source's bars, the default) or "volume" (re-sampled into bars that each close once
+    ``volume_per_bar`` of volume has traded; docs/data.md, "Volume bars"; off by default, unmeasured).
     """
 
     source: str = "eurusd-1h-2017"
@@ -66,3 +69,8 @@ class DataConfig:
     delimiter: str | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.in_(DELIMITERS)))
     decimal: str | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.in_(DECIMALS)))
     instrument_id: int | None = None
+    bars: str = attrs.field(default="time", validator=attrs.validators.in_(BAR_KINDS))
+    volume_per_bar: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_bar_settings(self.bars, self.volume_per_bar)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from foxhunt.data.bars import check_bar_settings, volume_bars
 from foxhunt.data.catalog import BUNDLED, load_bundled
 from foxhunt.data.config import DataConfig
 from foxhunt.data.dbn import load_dbn
@@ -39,9 +40,38 @@ def load(
     delimiter: str | None = None,
     decimal: str | None = None,
     instrument_id: int | None = None,
+    bars: str = "time",
+    volume_per_bar: float | None = None,
 ) -> MarketData:
     """Load a bundled dataset, a synthetic spec or a file. Keyword options apply to files only
-    (``bar`` and ``instrument_id`` to DBN; ``delimiter`` and ``decimal`` to CSV; the rest to CSV and Parquet)."""
+    (``bar`` and ``instrument_id`` to DBN; ``delimiter`` and ``decimal`` to CSV; the rest to CSV and Parquet),
+    except ``bars`` and ``volume_per_bar``: ``bars="volume"`` re-samples any source into volume bars
+    (:mod:`foxhunt.data.bars`)."""
+    try:
+        check_bar_settings(bars, volume_per_bar)
+    except ValueError as error:
+        raise DataError(f"{source}: {error}") from None
+    market = _load_source(source, instrument, columns=columns, timezone=timezone, timestamp_format=timestamp_format,
+                          duplicates=duplicates, bar=bar, missing=missing, delimiter=delimiter, decimal=decimal,
+                          instrument_id=instrument_id)
+    return market if bars == "time" else volume_bars(market, volume_per_bar)
+
+
+def _load_source(
+    source: str,
+    instrument: InstrumentSpec | str | None,
+    *,
+    columns: Mapping[str, str | None] | None,
+    timezone: str,
+    timestamp_format: str | None,
+    duplicates: str,
+    bar: str,
+    missing: str,
+    delimiter: str | None,
+    decimal: str | None,
+    instrument_id: int | None,
+) -> MarketData:
+    """The source's own bars (``load`` without the re-sampling)."""
     if source.startswith(PREFIX):
         return generate(source, instrument)
     if source in BUNDLED:
@@ -78,4 +108,6 @@ def load_from_config(config: DataConfig) -> MarketData:
         delimiter=config.delimiter,
         decimal=config.decimal,
         instrument_id=config.instrument_id,
+        bars=config.bars,
+        volume_per_bar=config.volume_per_bar,
     )

@@ -8,7 +8,7 @@ from foxhunt.learner.distributional import project_distribution, project_sorted,
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.learner.learner import Learner
 from foxhunt.learner.network import BranchingNetwork, NetworkOutput
-from foxhunt.learner.popart import PopArt
+from foxhunt.learner.popart import PopArt, RobustPopArt, popart_of
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
@@ -30,12 +30,14 @@ __all__ = [
     "PopArt",
     "Replay",
     "ReplayConfig",
+    "RobustPopArt",
     "SpectralNorm",
     "budget_clip",
     "budgeted_sum",
     "combine",
     "Targets",
     "learner_config_of",
+    "popart_of",
     "project_distribution",
     "project_sorted",
     "quantile_huber",

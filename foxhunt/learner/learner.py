@@ -45,7 +45,9 @@ from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
 from foxhunt.learner.optim import LRSchedule, make_optimizer
-from foxhunt.learner.popart import PopArt
+from foxhunt.learner.conviction import with_conviction_floor
+from foxhunt.learner.popart import popart_of
+from foxhunt.learner.target_policy import expected_sarsa_next
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
@@ -163,8 +165,8 @@ class Learner:
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)
         self.params = list(self.network.parameters())
-        self.popart = PopArt(len(Branch), self.network.n_actions, c.popart_beta, c.popart_sigma_min, c.popart,
-                             self.device, dtype)
+        self.popart = popart_of(c.popart_stats, len(Branch), self.network.n_actions, c.popart_beta,
+                                c.popart_sigma_min, c.popart, self.device, dtype)
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
                              window=self.window, n_features=n_features)
         self.schedule = LRSchedule(c, self.device)
@@ -247,12 +249,16 @@ class Learner:
         ``s`` is added for the state-value head.
         """
         b = batch.obs.shape[0]
-        next_action = self.network(batch.next_obs, support).q.argmax(-1)  # [B, Branch], online choice
+        online_q = self.network(batch.next_obs, support).q  # [B, Branch, A], the online net picks
         out = self.target(batch.next_obs, support, taus=taus)
-        index = next_action[:, :, None, None].expand(b, len(Branch), 1, self.config.n_atoms)
-        probs = out.log_probs.gather(2, index).squeeze(2).exp()  # [B, Branch, N]
-        q_index = next_action[:, None, :, None].expand(b, taus.shape[1], len(Branch), 1)
-        quantiles = out.quantiles.gather(3, q_index).squeeze(3).transpose(1, 2)  # [B, Branch, T']
+        if self.config.target_policy == "expected_sarsa":  # fixed for the run: no branch on a tensor value
+            probs, quantiles = expected_sarsa_next(online_q, out.log_probs, out.quantiles, self.reads.sarsa_temperature)
+        else:
+            next_action = online_q.argmax(-1)  # [B, Branch]
+            index = next_action[:, :, None, None].expand(b, len(Branch), 1, self.config.n_atoms)
+            probs = out.log_probs.gather(2, index).squeeze(2).exp()  # [B, Branch, N]
+            q_index = next_action[:, None, :, None].expand(b, taus.shape[1], len(Branch), 1)
+            quantiles = out.quantiles.gather(3, q_index).squeeze(3).transpose(1, 2)  # [B, Branch, T']
         mu, sigma = self.popart.mu, self.popart.sigma
         source = support if out.support is None else out.support  # [Branch, N] shared, or [B, Branch, N]
         unnorm_support = source * sigma[:, None] + mu[:, None]
@@ -358,7 +364,10 @@ class Learner:
                 raise ValueError(f"encoder {self.encoder.name!r} reads {self.window} bars: act_values needs each "
                                  "observation's bar index, and use_features the fold's feature matrix")
             x = window_input(x, bars, self.feature_matrix, self.window)
-        return self.popart.unnormalize_q(self.network.expected_q(x, self.support()))
+        q = self.network.expected_q(x, self.support())
+        if self.config.conviction_floor > 0:  # a constant of the run: off, the values are the network's
+            q = with_conviction_floor(q, self.config.conviction_floor)
+        return self.popart.unnormalize_q(q)
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device tensors for monitors and metrics (read them outside the step)."""

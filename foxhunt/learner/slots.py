@@ -15,7 +15,8 @@ import torch
 
 from foxhunt import contract
 from foxhunt.actions import Branch
-from foxhunt.contract import CQL_ALPHA, CQL_ALPHA_FALLBACK, GAMMA, GRAD_BALANCE, HEALTH, SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU
+from foxhunt.contract import (CQL_ALPHA, CQL_ALPHA_FALLBACK, GAMMA, GRAD_BALANCE, HEALTH, SARSA_TEMPERATURE,
+                              SARSA_TEMPERATURE_FALLBACK, SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU)
 from foxhunt.errors import LayoutError
 from foxhunt.isv import ISV
 from foxhunt.learner.config import LearnerConfig
@@ -29,6 +30,7 @@ __all__ = [
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
     "GRAD_BALANCE",
+    "SARSA_TEMPERATURE",
     "SLOT_WIDTHS",
     "LearnerReads",
     "read_slot",
@@ -39,7 +41,7 @@ N_BRANCHES = len(Branch)
 # The widths the learner reads them at: the contract's, which their owners declare.
 SLOT_WIDTHS: dict[str, int] = {
     name: contract.by_name(name).width
-    for name in (SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU, GAMMA, HEALTH, CQL_ALPHA, GRAD_BALANCE)
+    for name in (SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU, GAMMA, HEALTH, CQL_ALPHA, GRAD_BALANCE, SARSA_TEMPERATURE)
 }
 
 
@@ -62,7 +64,7 @@ def read_slot(isv: ISV, name: str) -> torch.Tensor | None:
 class LearnerReads:
     """Live tensors the update reads each step: ISV views, or constant fallbacks.
 
-    Shapes: ``center``, ``half_width``, ``gamma``, ``grad_balance`` are ``[Branch]``;
+    Shapes: ``center``, ``half_width``, ``gamma``, ``grad_balance``, ``sarsa_temperature`` are ``[Branch]``;
     ``tau``, ``health``, ``cql_alpha`` are ``[1]``. ``sources`` says, per slot
     name, whether it comes from the ISV or is a fallback (``"config"``; for
     ``foxhunt plugins inspect`` and the docs).
@@ -75,6 +77,7 @@ class LearnerReads:
     health: torch.Tensor
     cql_alpha: torch.Tensor
     grad_balance: torch.Tensor
+    sarsa_temperature: torch.Tensor
     sources: dict[str, str]
 
     @classmethod
@@ -88,6 +91,7 @@ class LearnerReads:
             HEALTH: [1.0],
             CQL_ALPHA: [CQL_ALPHA_FALLBACK],
             GRAD_BALANCE: [1.0] * N_BRANCHES,
+            SARSA_TEMPERATURE: [SARSA_TEMPERATURE_FALLBACK] * N_BRANCHES,
         }
         tensors: dict[str, torch.Tensor] = {}
         sources: dict[str, str] = {}
@@ -108,4 +112,5 @@ class LearnerReads:
             cql_alpha=tensors[CQL_ALPHA],
             grad_balance=tensors[GRAD_BALANCE],
             sources=sources,
+            sarsa_temperature=tensors[SARSA_TEMPERATURE],
         )

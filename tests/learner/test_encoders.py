@@ -239,12 +239,12 @@ def test_the_default_learner_builds_todays_network(kit) -> None:
 PINNED_DEFAULT_TENSORS = "b895e08fe52c9b5182f03db041fc99c84b6cea69fffe65a4d23aacb79d089c5a"
 # The same run split in two, for a plugin set that has grown since: every tensor but the ISV (as above), and the
 # ISV slot by slot (sorted names, then each slot's raw bytes) leaving out the layout's fingerprint and the slots of
-# plugins added after 857d013 that declare a slot even when off (iql's support floor): those change the ISV's
-# width and fingerprint, never a value the run computes. Both recorded from a run whose full digest is the one
+# plugins added after 857d013 that declare a slot even when off (iql's support floor, expected_sarsa's
+# temperature): those change the ISV's width and fingerprint, never a value the run computes. Both recorded from a run whose full digest is the one
 # above, so they are 857d013's.
 PINNED_DEFAULT_NETWORK = "635dfaf2205ccc1c1dd7518f65ad0d8301b31fb2d4505cf199b034f4532ca75d"
 PINNED_DEFAULT_ISV_SLOTS = "1e4deadb4bb6d524c34042c8738093076766b8e5fbba9d60004e4747779ac8bb"
-SLOTS_NEWER_THAN_THE_PIN = {"iql"}  # owners
+SLOTS_NEWER_THAN_THE_PIN = {"iql", "expected_sarsa"}  # owners
 ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
 
 
@@ -271,16 +271,20 @@ def isv_slot_digest(path: Path) -> str:
 
 
 @pytest.fixture
-def iql_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """iql discoverable, as an install from today's pyproject lists it (off by default; its slot declared)."""
+def newer_plugins_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """iql and expected_sarsa discoverable, as an install from today's pyproject lists them (both off by default;
+    their slots declared)."""
     real = importlib.metadata.entry_points
-    point = importlib.metadata.EntryPoint("iql", "foxhunt_plugins.losses.iql", ENTRY_POINT_GROUP)
+    points = [importlib.metadata.EntryPoint(name, module, ENTRY_POINT_GROUP)
+              for name, module in (("iql", "foxhunt_plugins.losses.iql"),
+                                   ("expected_sarsa", "foxhunt_plugins.expected_sarsa"))]
 
     def entry_points(**selection):
         found = real(**selection)
-        if selection.get("group") != ENTRY_POINT_GROUP or any(ep.name == "iql" for ep in found):
+        if selection.get("group") != ENTRY_POINT_GROUP:
             return found
-        return [*found, point]
+        names = {ep.name for ep in found}
+        return [*found, *(point for point in points if point.name not in names)]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
 
@@ -295,15 +299,15 @@ def default_run(out: Path, *overrides: str) -> None:
     assert result.exit_code == 0, result.output + result.stderr
 
 
-def test_the_default_run_is_bit_identical_to_before_encoders(iql_installed, tmp_path: Path) -> None:
+def test_the_default_run_is_bit_identical_to_before_encoders(newer_plugins_installed, tmp_path: Path) -> None:
     """Every tensor the run computes is 857d013's, with today's built-in plugins installed."""
     default_run(tmp_path / "run")
     assert tensor_digest(tmp_path / "run", leave_out=("isv",)) == PINNED_DEFAULT_NETWORK
     assert isv_slot_digest(tmp_path / "run") == PINNED_DEFAULT_ISV_SLOTS
 
 
-def test_with_857d013s_plugin_set_every_checkpoint_tensor_is_857d013s(iql_installed, tmp_path: Path) -> None:
-    default_run(tmp_path / "run", 'plugins.disable=["iql"]')
+def test_with_857d013s_plugin_set_every_checkpoint_tensor_is_857d013s(newer_plugins_installed, tmp_path: Path) -> None:
+    default_run(tmp_path / "run", 'plugins.disable=["iql", "expected_sarsa"]')
     assert tensor_digest(tmp_path / "run") == PINNED_DEFAULT_TENSORS
 
 
