@@ -8,6 +8,7 @@ is split. So every volume bar holds at least ``volume_per_bar`` and its OHLCV is
 * high: the largest high; low: the smallest low; volume: the sum of the volumes;
 * timestamp: the closing (last) source bar's, so a volume bar carries the time at which it was complete;
 * ``book`` (MBP-10 state at the close): the last source bar's, except ``OFI``, which is summed over the source bars;
+* ``levels`` (each level of an MBP-10 book at the close): the last source bar's;
 * ``flow`` (buy and sell volume, trade count): summed.
 
 The overshoot of the closing bar is not carried into the next volume bar (splitting a time bar's volume would need
@@ -84,11 +85,14 @@ def volume_bars(market: MarketData, volume_per_bar: float) -> MarketData:
         book = np.array(market.book[closes], dtype=np.float64)
         book[:, BOOK.OFI] = np.add.reduceat(market.book[:used, BOOK.OFI], starts)
     flow = None if market.flow is None else np.add.reduceat(market.flow[:used], starts, axis=0)
+    # the book's levels are a state, like its best level: each volume bar keeps the levels at its close
+    levels = None if market.levels is None else np.array(market.levels[closes], dtype=np.float64)
     instrument = attrs.evolve(market.instrument, bar_frequency=f"volume {volume_per_bar:g}",
                               bars_per_year=market.instrument.bars_per_year * closes.size / used)
     return MarketData(source=market.source, timestamps=market.timestamps[closes], ohlcv=Handover(ohlcv),
                       instrument=instrument, report=_report(market, closes, volume_per_bar),
-                      book=None if book is None else Handover(book), flow=None if flow is None else Handover(flow))
+                      book=None if book is None else Handover(book), flow=None if flow is None else Handover(flow),
+                      levels=levels)
 
 
 def _report(market: MarketData, closes: np.ndarray, volume_per_bar: float) -> DataReport:

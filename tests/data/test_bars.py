@@ -13,6 +13,7 @@ from foxhunt.data import BOOK, FLOW, OHLCV, DataConfig, Gap, InstrumentSpec, Mar
 from foxhunt.data.bars import volume_bars
 from foxhunt.data.market import DataReport
 from foxhunt.errors import ConfigError, DataError
+from market_builders import with_book
 
 SPEC = InstrumentSpec("TEST", 0.01, 1.0, 0.0, 0.0, 0.0, bars_per_year=1000.0)
 
@@ -87,6 +88,20 @@ def test_book_and_flow_aggregate_with_the_bars() -> None:
         np.testing.assert_array_equal(got.book[k, : BOOK.OFI], book[close, : BOOK.OFI])  # state at the close
         assert got.book[k, BOOK.OFI] == pytest.approx(sum(book[part, BOOK.OFI].tolist()), rel=1e-13, abs=1e-13)
         np.testing.assert_allclose(got.flow[k], [sum(col) for col in flow[part].T.tolist()], rtol=1e-13)
+
+
+def test_book_levels_are_the_levels_at_each_bars_close() -> None:
+    rng = np.random.default_rng(5)
+    market = with_book(random_market(rng, 15, zero_share=0.0), seed=6)
+    got = volume_bars(market, 30.0)
+    closes, total = [], 0.0
+    for index, value in enumerate(market.volume.tolist()):
+        total += value
+        if total >= 30.0:
+            closes.append(index)
+            total = 0.0
+    assert got.levels is not None and got.levels.shape == (len(closes), *market.levels.shape[1:])
+    np.testing.assert_array_equal(got.levels, market.levels[closes])
 
 
 def test_gaps_move_onto_the_bars_they_separate() -> None:
