@@ -29,7 +29,7 @@ import foxhunt.learner.declarations as learner_declarations
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.isv import ISV
 from foxhunt.learner import Learner, LearnerConfig, ReplayConfig
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin.host import PluginHost
 from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
 
 OBS_DIM = 64

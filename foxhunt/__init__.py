@@ -20,14 +20,14 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 from foxhunt.actions import Branch
 from foxhunt.dims import DimTable, auto
 from foxhunt.errors import FoxhuntError
-from foxhunt.hookspecs import hookimpl, hookspec
+from foxhunt.plugin.spec import hookimpl, hookspec
 from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
-from foxhunt.plugin_host import PluginHost, PluginSelection
-from foxhunt.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, Encoder,
+from foxhunt.plugin.host import PluginHost, PluginSelection
+from foxhunt.plugin.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, Encoder,
                              GradientCombiner, Kernel, KernelPoint, LossComponent, ReplayAugmentation)
-from foxhunt.registrar import Registrar
+from foxhunt.plugin.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
 __all__ = [

@@ -45,7 +45,7 @@ import attrs
 from foxhunt.config import FoxhuntConfig
 from foxhunt.dims import DimTable
 from foxhunt.errors import PluginError
-from foxhunt.plugin_host import ENTRY_POINT_GROUP, PluginHost
+from foxhunt.plugin.host import ENTRY_POINT_GROUP, PluginHost
 from foxhunt.slot_readers import unread_problem, unread_slots
 
 __all__ = [

@@ -42,7 +42,7 @@ from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.errors import CheckpointError, ConfigError, FingerprintMismatch, FoxhuntError
 from foxhunt.features import CORE_TABLE, FeatureSet, FeatureTable, compute_features
 from foxhunt.isv import layout_diff
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin.host import PluginHost
 from foxhunt.policy import Policy, refuse_other_kind, saved_config
 from foxhunt.trainer import evaluation
 

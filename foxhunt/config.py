@@ -4,7 +4,7 @@ Each section's class lives beside the code it configures; this module only
 composes them and resolves a run's config from defaults, a TOML file and
 ``--set`` overrides (in that order). A plugin's settings are not a section of
 the core: they sit in ``[plugins.<name>]`` and are structured by the plugin's
-own class when it declares (:mod:`foxhunt.plugin_config`); a key the core used
+own class when it declares (:mod:`foxhunt.plugin.settings`); a key the core used
 to own there is refused with the key that replaces it.
 """
 
@@ -24,7 +24,7 @@ from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
-from foxhunt.plugin_config import SELECTION_KEYS, PluginSelection, moved_keys
+from foxhunt.plugin.settings import SELECTION_KEYS, PluginSelection, moved_keys
 from foxhunt.profiles import PROFILE_NAMES, apply_profile
 from foxhunt.trainer.config import TrainConfig
 

@@ -48,7 +48,7 @@ from foxhunt.env.tables import PS, RNG, PortfolioObs
 from foxhunt.errors import ConfigError
 from foxhunt.learner.combiners import unknown_combiner
 from foxhunt.learner.encoders import unknown_encoder
-from foxhunt.plugin_host import PluginHost, config_feature_table
+from foxhunt.plugin.host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 
 __all__ = ["MemoryEstimate", "estimate_memory", "observation_width", "usable_cpus", "memory_limit", "check_config"]

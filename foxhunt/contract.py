@@ -6,7 +6,7 @@ and the environment) used to be string literals spelled again in every
 reader. A misspelt reader silently fell back to its default. This module is
 the one place each name is spelt: built-in plugins and the core import the
 constant, the reads of every component are checked against the frozen layout
-(:meth:`foxhunt.plugin_host.PluginHost.kernels` and its siblings),
+(:meth:`foxhunt.plugin.host.PluginHost.kernels` and its siblings),
 ``foxhunt audit check`` reports a slot nobody reads, and the tables of
 docs/adaptive.md are generated from :data:`SHARED` (``foxhunt audit contract``).
 

@@ -35,7 +35,7 @@ def builtin_components() -> list[tuple[str, str, Any]]:
     """``(kind, plugin, record)`` of every component of the built-in plugins, opt-in ones switched on."""
     from foxhunt.audit import switched_on
     from foxhunt.config import FoxhuntConfig
-    from foxhunt.plugin_host import PluginHost
+    from foxhunt.plugin.host import PluginHost
 
     host = PluginHost.builtin().discover().declare()
     host.freeze()

@@ -46,8 +46,8 @@ from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConf
                              SpectralNorm, learner_config_of, popart_of, support_atoms, window_input)
 from foxhunt.learner.conviction import with_conviction_floor
 from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
-from foxhunt.plugin_config import migrate_saved
-from foxhunt.records import Encoder
+from foxhunt.plugin.settings import migrate_saved
+from foxhunt.plugin.records import Encoder
 from foxhunt.state_loading import load_in_place
 
 __all__ = ["Policy", "POLICY_KIND", "refuse_other_kind", "saved_config", "saved_encoder"]

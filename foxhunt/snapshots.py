@@ -12,7 +12,7 @@ from pathlib import Path
 import tomli_w
 
 from foxhunt.dims import table_as_dict
-from foxhunt.plugin_host import FrozenRegistries
+from foxhunt.plugin.host import FrozenRegistries
 
 __all__ = ["SNAPSHOT_FILES", "render_snapshots", "write_snapshots", "compare_snapshots"]
 

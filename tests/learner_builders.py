@@ -12,7 +12,7 @@ import foxhunt.learner.declarations as learner_declarations
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.isv import ISV
 from foxhunt.learner import Learner, LearnerConfig, ReplayConfig
-from foxhunt.plugin_host import FrozenRegistries, PluginHost, PluginSelection
+from foxhunt.plugin.host import FrozenRegistries, PluginHost, PluginSelection
 from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
 
 LOSS_MODULES = (c51, mse, cql, iqn, ensemble)

@@ -198,7 +198,7 @@ def writer_plugin(*, read: bool) -> types.ModuleType:
 
 
 def test_a_slot_written_and_never_read_fails_the_check_naming_it(tmp_path, monkeypatch):
-    from foxhunt.plugin_host import PluginHost
+    from foxhunt.plugin.host import PluginHost
 
     discover = PluginHost.discover
 

@@ -14,7 +14,7 @@ from trainer_testkit import invoke
 from foxhunt.config import FoxhuntConfig, RunConfig, dump_config, load_config
 from foxhunt.config_loading import apply_overrides, parse_override
 from foxhunt.errors import ConfigError
-from foxhunt.plugin_host import PluginSelection
+from foxhunt.plugin.host import PluginSelection
 
 UNKNOWN = "unknown key (check the spelling; `foxhunt config show` lists every key)"
 

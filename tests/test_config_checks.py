@@ -24,7 +24,7 @@ from foxhunt.data.instrument import preset
 from foxhunt.env.config import physics_params
 from foxhunt.learner.learner import priority_component
 from foxhunt.learner.network import BranchingNetwork
-from foxhunt.records import LossComponent
+from foxhunt.plugin.records import LossComponent
 
 GIB = 1 << 30
 MACHINE_RAM = 16 * GIB  # the tables below run as on a 16 GiB machine, whatever this one has

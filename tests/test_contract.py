@@ -17,7 +17,7 @@ from foxhunt.contract_docs import builtin_components, render_tables, replace_tab
 from foxhunt.errors import PluginError
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitors import MONITOR_STATE_PREFIX, reset_monitor
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

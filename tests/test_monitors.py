@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt import core_declarations
+from foxhunt.plugin import core_declarations
 from foxhunt.errors import MonitorWriteError
 from foxhunt.isv import ISV, IsvLayout, Slot
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.monitors import AdaptiveMonitor, SignalSnapshot, attach_monitors
-from foxhunt.plugin_host import PluginHost
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.host import PluginHost
+from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 
 MECHANISMS = ("health", "tau", "gamma", "epsilon", "kelly", "support", "grad_balance", "static")

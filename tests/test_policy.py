@@ -19,7 +19,7 @@ from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, FingerprintMismatch
 from foxhunt.features import Normalizer
 from foxhunt.isv import IsvLayout
-from foxhunt.plugin_host import PluginHost, PluginSelection
+from foxhunt.plugin.host import PluginHost, PluginSelection
 from foxhunt.policy import Policy
 
 

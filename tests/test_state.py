@@ -10,7 +10,7 @@ import torch
 from foxhunt import ISV, PluginHost, ResetCategory, StateRegistry, hookimpl
 from foxhunt.errors import PluginError, StateRegistryError
 from foxhunt.isv import FINGERPRINT_SLOT
-from foxhunt.registrar import Declarations, Registrar
+from foxhunt.plugin.registrar import Declarations, Registrar
 from foxhunt.state import StateEntry
 
 SLOTS = {  # name: (category, init)

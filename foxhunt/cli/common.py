@@ -11,7 +11,7 @@ import click
 from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.errors import PluginError
 from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
-from foxhunt.plugin_host import FrozenRegistries, PluginHost
+from foxhunt.plugin.host import FrozenRegistries, PluginHost
 
 __all__ = ["toml_string", "config_options", "metrics_port_option", "resolve_config", "frozen_host", "declared_host",
            "echo_json", "EXIT_USER_ERROR", "EXIT_REGRESSED", "EXIT_STOPPED", "EXIT_OUT_OF_BAND"]

@@ -3,7 +3,7 @@
 ``ENV_STEP`` advances every environment by one bar in one launch; ``ENV_RESET``
 starts a new episode in every environment. Both take the same argument tuple,
 read from the context's signals by the names in :data:`ENV_SIGNALS`, so the
-plugin's :class:`foxhunt.records.Kernel` and :class:`foxhunt.env.VectorEnv`
+plugin's :class:`foxhunt.plugin.records.Kernel` and :class:`foxhunt.env.VectorEnv`
 run exactly the same compiled code.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from foxhunt.errors import FoxhuntError
-from foxhunt.records import Kernel, KernelPoint
+from foxhunt.plugin.records import Kernel, KernelPoint
 
 __all__ = ["env_step_kernel"]
 

@@ -83,7 +83,7 @@ def compute_features(
     """The causal feature matrix of ``market`` (a value at bar t uses bars <= t only).
 
     ``table``: the run's feature families and sets, the loaded feature plugins' among them
-    (:meth:`foxhunt.plugin_host.PluginHost.feature_table`); None for the core's alone.
+    (:meth:`foxhunt.plugin.host.PluginHost.feature_table`); None for the core's alone.
     With a ``cache``, the matrix is read from it when the data hash, the set's
     name, version and names, the feature code version, and the owner and version
     of each plugin family used all match, and written to it otherwise.

@@ -4,7 +4,7 @@ The core's families (:data:`foxhunt.features.library.FEATURES`) and sets
 (:data:`foxhunt.features.sets.FEATURE_SETS`) are always there. A feature plugin
 adds families through the ``foxhunt_features`` hook and sets through
 ``foxhunt_feature_sets``; the plugin host collects them
-(:meth:`foxhunt.plugin_host.PluginHost.feature_table`) and composes this table,
+(:meth:`foxhunt.plugin.host.PluginHost.feature_table`) and composes this table,
 refusing a family or a set whose name is the core's or another plugin's. The
 table travels from the host to where the market's features are computed
 (:func:`foxhunt.features.compute_features`), so the core never imports a plugin.

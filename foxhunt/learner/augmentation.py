@@ -1,6 +1,6 @@
 """Replay augmentations: plugin records applied to every sampled batch, on the learner's hot path.
 
-A :class:`~foxhunt.records.ReplayAugmentation` (from the ``foxhunt_replay_augmentations`` hook) replaces a
+A :class:`~foxhunt.plugin.records.ReplayAugmentation` (from the ``foxhunt_replay_augmentations`` hook) replaces a
 share ``fraction`` of each sampled batch by augmented copies of the same transitions (the built-ins: the
 counterfactual mirror, on by default, and hindsight magnitude relabelling, off). The core's part is here:
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from foxhunt.records import AugmentationFold, AugmentationInputs, ReplayAugmentation
+from foxhunt.plugin.records import AugmentationFold, AugmentationInputs, ReplayAugmentation
 
 __all__ = ["selected_positions", "Augmentations"]
 

@@ -24,7 +24,7 @@ import torch
 
 from foxhunt.errors import BudgetError
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
-from foxhunt.records import LossComponent
+from foxhunt.plugin.records import LossComponent
 
 __all__ = ["resolve_budgets", "budgeted_sum", "split_flat", "GradientBudget", "BUDGET_TOLERANCE"]
 

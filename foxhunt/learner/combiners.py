@@ -1,6 +1,6 @@
 """Gradient combiners: how the loss components' isolated gradients become the one the optimiser steps with.
 
-A combiner (a :class:`~foxhunt.records.GradientCombiner` from the ``foxhunt_gradient_combiners`` hook) is a
+A combiner (a :class:`~foxhunt.plugin.records.GradientCombiner` from the ``foxhunt_gradient_combiners`` hook) is a
 pure function of the per-component gradients laid end to end ``[C, P]``, their norms, the losses and the
 budget limits. It returns each component's *contribution*; :func:`combine` sums them and applies the one
 safety clip every combiner shares, so the total never exceeds ``max_grad_norm`` whatever the combiner did
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 
 from foxhunt.learner.choice import select_choice, unknown_choice
-from foxhunt.records import Combination, GradientCombiner
+from foxhunt.plugin.records import Combination, GradientCombiner
 
 __all__ = ["CombinedGradient", "BUDGETED_SUM", "DEFAULT_COMBINER", "budget_clip", "combine",
            "flatten_gradients", "gradient_norms", "select_combiner", "unknown_combiner", "SAFETY_SLACK"]

@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from foxhunt.hookspecs import hookimpl
+from foxhunt.plugin.spec import hookimpl
 from foxhunt.learner.combiners import BUDGETED_SUM
 from foxhunt.learner.encoders import MLP_ENCODER
 from foxhunt.learner.optim import reset_optimizer

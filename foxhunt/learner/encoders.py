@@ -1,6 +1,6 @@
 """Encoders: what turns the last W bars into the trunk's input, and the window they read.
 
-An encoder (an :class:`~foxhunt.records.Encoder` from the ``foxhunt_encoders`` hook) names a window length
+An encoder (an :class:`~foxhunt.plugin.records.Encoder` from the ``foxhunt_encoders`` hook) names a window length
 W and builds a module. Its input is the *encoder input* ``[B, W × F + P]``: the F market features of bars
 ``t - W + 1 .. t``, oldest first, then the P portfolio features of the observation at ``t``. For W = 1 that
 is the observation itself (``[B, F + P]``), untouched.
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from foxhunt.learner.choice import select_choice, unknown_choice
-from foxhunt.records import Encoder
+from foxhunt.plugin.records import Encoder
 
 __all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "encoder_input_width", "select_encoder",
            "unknown_encoder", "window_input", "window_indices"]

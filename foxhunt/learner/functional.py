@@ -35,7 +35,7 @@ from torch import nn
 from foxhunt.learner.budgets import split_flat
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
-from foxhunt.records import GradientCombiner, LossComponent
+from foxhunt.plugin.records import GradientCombiner, LossComponent
 
 __all__ = ["GradientStep", "FunctionalGradients", "q_statistics", "branch_grad_norm"]
 

@@ -41,7 +41,7 @@ class LossInputs:
       (``log_probs [B, Branch, A, N]``, ``q [B, Branch, A]``, ``quantiles [B, T, Branch, A]``,
       ``taus [B, T]``, ``ensemble [K, B, Branch, A]``), differentiable.
     - ``support``: the atoms ``log_probs`` are over: ``[Branch, N]`` shared by the batch, or ``[B, Branch, N]``
-      per sample when a component's :class:`~foxhunt.records.CentredSupport` centres them on each
+      per sample when a component's :class:`~foxhunt.plugin.records.CentredSupport` centres them on each
       sample's state value (the IQL value head). :meth:`LossInputs.batch_support` gives either as
       ``[B or 1, Branch, N]``.
     - ``target_atoms``/``target_probs`` ``[B, Branch, N]``: the shifted target atoms

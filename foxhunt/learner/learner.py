@@ -53,7 +53,7 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.records import CentredSupport, Encoder, GradientCombiner, LossComponent, ReplayAugmentation
+from foxhunt.plugin.records import CentredSupport, Encoder, GradientCombiner, LossComponent, ReplayAugmentation
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component", "centred_support_request"]
@@ -82,7 +82,7 @@ def priority_component(components: Sequence[LossComponent], name: str) -> LossCo
 
 
 def centred_support_request(components: Sequence[LossComponent]) -> CentredSupport | None:
-    """The one :class:`~foxhunt.records.CentredSupport` the enabled components ask for, or ``None``.
+    """The one :class:`~foxhunt.plugin.records.CentredSupport` the enabled components ask for, or ``None``.
 
     Two components asking for one each is a :class:`ConfigError` naming both: the network has one state-value
     head and the atoms one centre, so there is nothing sensible to merge.

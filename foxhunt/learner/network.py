@@ -122,7 +122,7 @@ class BranchingNetwork(nn.Module):
     (``[B, Branch, E] -> [B, Branch]``, given detached values) then centres each sample's atoms on them, and
     the ``support`` passed to :meth:`forward` is read as the atoms' offsets from that centre
     (``half_width × linspace(-1, 1)``, ``[Branch, N]``). Both come from a loss component's
-    :class:`~foxhunt.records.CentredSupport`; left out, the network is exactly the one without them.
+    :class:`~foxhunt.plugin.records.CentredSupport`; left out, the network is exactly the one without them.
     """
 
     def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None,

@@ -43,7 +43,7 @@ from foxhunt.actions import Branch
 from foxhunt.learner.augmentation import Augmentations
 from foxhunt.learner.config import ReplayConfig
 from foxhunt.learner.encoders import window_input
-from foxhunt.records import AugmentationFold, ReplayAugmentation
+from foxhunt.plugin.records import AugmentationFold, ReplayAugmentation
 
 __all__ = ["Batch", "Replay"]
 

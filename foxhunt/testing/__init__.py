@@ -3,7 +3,7 @@
 Installed with foxhunt and registered as a pytest plugin, so a plugin
 repository's tests get its fixtures with no conftest:
 
-- ``plugin_host``: a :class:`~foxhunt.plugin_host.PluginHost` with discovery off
+- ``plugin_host``: a :class:`~foxhunt.plugin.host.PluginHost` with discovery off
   (only the core's own declarations), and ``add_plugin`` to put one plugin on it;
 - :func:`conformance_machine`: a hypothesis rule-based state machine that runs a
   plugin through declare, freeze, training steps, fold and soft resets and a

@@ -19,7 +19,7 @@ Invariants checked after every rule:
 - ISV slots are disjoint, cover the buffer, and each is owned by a loaded plugin
   and has a state-reset entry; the fingerprint lanes hold the layout's hash bit-exact;
 - a kernel changed only the ISV slots it declares in ``writes`` (the comparison
-  every run also makes once, before training: :mod:`foxhunt.foreign_writes`);
+  every run also makes once, before training: :mod:`foxhunt.plugin.foreign_writes`);
 - right after a fold reset every fold-reset and soft-reset ISV slot is back to its
   initial value, after a window reset every window-reset slot is, and after a
   soft reset every soft-reset slot is;
@@ -51,12 +51,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.checkpoint import load_checkpoint, save_checkpoint
 from foxhunt.config import FoxhuntConfig
-from foxhunt.foreign_writes import changed_slots, slot_bits
+from foxhunt.plugin.foreign_writes import changed_slots, slot_bits
 from foxhunt.isv import FINGERPRINT_SLOT, ISV, IsvLayout
 from foxhunt.kernels import Backend, KernelContext
 from foxhunt.monitors import SignalSnapshot, attach_monitors
-from foxhunt.plugin_host import FrozenRegistries, Phase, PluginHost
-from foxhunt.records import KernelPoint, LossComponent
+from foxhunt.plugin.host import FrozenRegistries, Phase, PluginHost
+from foxhunt.plugin.records import KernelPoint, LossComponent
 from foxhunt.state import ResetCategory
 from foxhunt.testing.hosts import make_host
 

@@ -6,7 +6,7 @@ import importlib.metadata as metadata
 import inspect
 from typing import Any
 
-from foxhunt.plugin_host import PluginHost, PluginSelection
+from foxhunt.plugin.host import PluginHost, PluginSelection
 
 __all__ = ["make_host", "plugin_origin"]
 

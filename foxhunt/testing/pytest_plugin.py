@@ -2,7 +2,7 @@
 
 Fixtures:
 
-- ``plugin_host``: a fresh :class:`~foxhunt.plugin_host.PluginHost` with discovery
+- ``plugin_host``: a fresh :class:`~foxhunt.plugin.host.PluginHost` with discovery
   off: only the core's own declarations are on it, so installed plugins cannot
   change what a test sees;
 - ``add_plugin``: ``add_plugin(plugin, name=None)`` puts one plugin on that host

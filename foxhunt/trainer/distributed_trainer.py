@@ -29,7 +29,7 @@ import torch
 from foxhunt.env.tables import RNG
 from foxhunt.env.vector import env_keys
 from foxhunt.learner.update_pieces import EAGER_PIECES
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 from foxhunt.trainer import trainer as trainer_module
 from foxhunt.trainer.distributed import DEVICES_FILE, RankSync, backend_for, rank_seed
 from foxhunt.trainer.graphs import StepGraphs

@@ -41,7 +41,7 @@ from foxhunt.checkpoint_fields import expect_tensors, naming_the_file, read_resu
 from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.config_loading import unstructure
 from foxhunt.errors import CheckpointError, FoxhuntError
-from foxhunt.plugin_config import migrate_saved
+from foxhunt.plugin.settings import migrate_saved
 from foxhunt.policy import Policy
 from foxhunt.trainer.evaluation import POLICIES
 

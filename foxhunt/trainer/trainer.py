@@ -31,7 +31,7 @@ import torch
 from foxhunt import contract
 from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
-from foxhunt.core_declarations import PROGRESS
+from foxhunt.plugin.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.epoch_diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
@@ -41,16 +41,16 @@ from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, FeatureTable, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
-from foxhunt.foreign_writes import refuse_foreign_writes
+from foxhunt.plugin.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
 from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitors import attach_monitors
-from foxhunt.plugin_host import PluginHost, config_feature_table
+from foxhunt.plugin.host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
-from foxhunt.records import AugmentationFold, KernelPoint
+from foxhunt.plugin.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
 from foxhunt.trainer import evaluation, resume
 from foxhunt.trainer.band_watch import open_band_watch
@@ -98,7 +98,7 @@ def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table:
     """Market (``market``, else loaded from ``config.data``), its cached causal features and the folds.
 
     ``table``: the run's feature table (the host's, with its feature plugins' families); None: the one
-    ``config``'s plugins give (:func:`foxhunt.plugin_host.config_feature_table`)."""
+    ``config``'s plugins give (:func:`foxhunt.plugin.host.config_feature_table`)."""
     table = config_feature_table(config) if table is None else table
     market = load_from_config(config.data) if market is None else market
     features = compute_features(market, config.features.resolve_set(table), config.features.make_cache(), table)
@@ -215,7 +215,7 @@ class Trainer:
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
         )
         # Before the first real launch: a kernel that changes another plugin's slot is refused here, named, rather
-        # than fighting that plugin for the value all run (foxhunt/foreign_writes.py).
+        # than fighting that plugin for the value all run (foxhunt/plugin/foreign_writes.py).
         owners = {name: self.host.plugins[plugin] for name, plugin in self.host.kernel_owners.items()}
         self.write_check_seconds = refuse_foreign_writes(kernels, owners, self.kernel_context)
         self._run_kernels(KernelPoint.CONSTRUCT)

@@ -37,8 +37,8 @@ import tomli_w
 from foxhunt.config import FoxhuntConfig
 from foxhunt.config_loading import apply_overrides, load_toml, structure, unstructure
 from foxhunt.errors import ConfigError, PluginError
-from foxhunt.plugin_config import SELECTION_KEYS
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin.settings import SELECTION_KEYS
+from foxhunt.plugin.host import PluginHost
 
 __all__ = [
     "PARAMETER_TYPES",

@@ -24,7 +24,7 @@ from foxhunt.features import (
     compute_features,
 )
 from foxhunt.config import FoxhuntConfig
-from foxhunt.plugin_host import config_feature_table
+from foxhunt.plugin.host import config_feature_table
 from foxhunt.testing import make_host
 from foxhunt.trainer.trainer import prepare_data
 

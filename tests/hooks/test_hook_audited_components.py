@@ -46,7 +46,7 @@ def test_audited_components_pass(hook, project, capsys):
     write(
         project / "foxhunt_plugins/losses/c51.py",
         """
-        from foxhunt.records import Kernel, LossComponent
+        from foxhunt.plugin.records import Kernel, LossComponent
 
         def components():
             return [
@@ -63,9 +63,9 @@ def test_unaudited_loss_kernel_and_monitor_are_reported(hook, project, capsys):
     write(
         project / "foxhunt_plugins/mech.py",
         """
-        from foxhunt import records
+        from foxhunt.plugin import records
         from foxhunt.monitors import AdaptiveMonitor
-        from foxhunt.records import Kernel
+        from foxhunt.plugin.records import Kernel
 
         LOSSES = [
             records.LossComponent(

@@ -15,7 +15,7 @@ from foxhunt.actions import Branch
 from foxhunt.errors import PluginError
 from foxhunt.learner import Replay, ReplayConfig
 from foxhunt.learner.augmentation import selected_positions
-from foxhunt.plugin_host import PluginHost
+from foxhunt.plugin.host import PluginHost
 
 GAMMA = torch.full((len(Branch),), 0.9)
 FOLD = AugmentationFold(("ret_1",), None, np.zeros(4))

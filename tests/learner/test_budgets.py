@@ -8,7 +8,7 @@ import torch
 from foxhunt.errors import BudgetError
 from foxhunt.learner import GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.functional import FunctionalGradients
-from foxhunt.records import LossComponent
+from foxhunt.plugin.records import LossComponent
 
 
 def component(name: str, budget: float) -> LossComponent:

@@ -13,7 +13,7 @@ from hypothesis import given
 from foxhunt import Combination, GradientCombiner
 from foxhunt.audit import parse_rows
 from foxhunt.errors import ConfigError
-from foxhunt.hookspecs import hookimpl
+from foxhunt.plugin.spec import hookimpl
 from foxhunt.learner import BUDGETED_SUM, budgeted_sum, combine, declarations, select_combiner
 
 SAFETY_SLACK = 1e-5

@@ -25,7 +25,7 @@ from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.learner import MLP_ENCODER, Batch, Learner, Replay, ReplayConfig, select_encoder, window_input
 from foxhunt.learner.encoders import window_indices
-from foxhunt.plugin_host import ENTRY_POINT_GROUP
+from foxhunt.plugin.host import ENTRY_POINT_GROUP
 from foxhunt.policy_export import export_policy
 from foxhunt_plugins.encoders import attention, scan
 

@@ -9,7 +9,7 @@ import torch
 
 from foxhunt.actions import Branch
 from foxhunt.errors import CheckpointError, LayoutError
-from foxhunt.hookspecs import hookimpl
+from foxhunt.plugin.spec import hookimpl
 from foxhunt.learner import LearnerConfig
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.functional import q_statistics
@@ -217,7 +217,7 @@ def test_a_learner_without_a_centring_component_has_no_head_and_shares_its_suppo
 def test_two_components_asking_for_centred_atoms_are_refused() -> None:
     from foxhunt.errors import ConfigError
     from foxhunt.learner.learner import centred_support_request
-    from foxhunt.records import CentredSupport, LossComponent
+    from foxhunt.plugin.records import CentredSupport, LossComponent
 
     def component(name: str) -> LossComponent:
         return LossComponent(name, 0.5, lambda inputs: torch.zeros(()), "a loss", reads=("x.floor",),

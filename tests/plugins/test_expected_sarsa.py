@@ -20,7 +20,7 @@ from foxhunt.config import load_config
 from foxhunt.contract import SARSA_TEMPERATURE_FALLBACK
 from foxhunt.errors import PluginError
 from foxhunt.isv import ISV
-from foxhunt.plugin_host import ENTRY_POINT_GROUP, PluginHost, PluginSelection
+from foxhunt.plugin.host import ENTRY_POINT_GROUP, PluginHost, PluginSelection
 from foxhunt.state import ResetCategory
 from foxhunt.testing import conformance_machine
 from foxhunt_plugins import expected_sarsa

@@ -7,8 +7,8 @@ import torch
 
 from foxhunt.data.instrument import preset
 from foxhunt.env import EP, PS, RNG, EnvConfig, PortfolioObs, VectorEnv
-from foxhunt.records import KernelPoint
-from foxhunt.registrar import Declarations, Registrar
+from foxhunt.plugin.records import KernelPoint
+from foxhunt.plugin.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory
 from foxhunt_plugins import market_env
 

@@ -14,7 +14,7 @@ from trainer_testkit import TINY, TINY_DATA
 
 from foxhunt.config import load_config
 from foxhunt.env.mirror import observation_mirror
-from foxhunt.plugin_host import ENTRY_POINT_GROUP
+from foxhunt.plugin.host import ENTRY_POINT_GROUP
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
 from foxhunt.env.tables import PortfolioObs
@@ -59,7 +59,7 @@ def test_a_tiny_run_applies_the_mirror_and_hindsight_with_each_folds_constants(
 
 
 def test_the_default_run_mirrors_a_quarter_and_does_not_relabel(augmentation_entry_points: None) -> None:
-    from foxhunt.plugin_host import PluginHost
+    from foxhunt.plugin.host import PluginHost
 
     config = load_config(None, [])
     host = PluginHost(config.plugins).discover().declare()

@@ -11,14 +11,14 @@ import attrs
 import numpy as np
 import torch
 
-from foxhunt import core_declarations
+from foxhunt.plugin import core_declarations
 from foxhunt.actions import Branch
 from foxhunt.env.tables import PS
 from foxhunt.isv import ISV
 from foxhunt.kernels import Backend, KernelContext, simulator_enabled
 from foxhunt.monitors import attach_monitors
-from foxhunt.plugin_host import PluginHost
-from foxhunt.records import Kernel, KernelPoint
+from foxhunt.plugin.host import PluginHost
+from foxhunt.plugin.records import Kernel, KernelPoint
 
 __all__ = ["MECHANISMS", "BACKENDS", "Run", "build_run", "random_signals", "randomize_isv", "isv_array", "changed_slots"]
 

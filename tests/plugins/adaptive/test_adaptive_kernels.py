@@ -11,8 +11,8 @@ from adaptive_reference import REFERENCES, STEP
 from foxhunt.actions import Branch
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS
-from foxhunt.plugin_host import PluginSelection
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.host import PluginSelection
+from foxhunt.plugin.records import KernelPoint
 from foxhunt_plugins.adaptive.kelly import KellySettings
 
 # [plugins.<name>] tables as a user writes them

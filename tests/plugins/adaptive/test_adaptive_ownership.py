@@ -8,9 +8,9 @@ from adaptive_harness import BACKENDS, build_run, changed_slots, isv_array, rand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foxhunt import core_declarations
+from foxhunt.plugin import core_declarations
 from foxhunt.epoch_diagnostics import epoch_diagnostics
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory
 
 RUNS = {backend: build_run(device=device) for backend, device in BACKENDS}

@@ -10,7 +10,7 @@ from adaptive_harness import BACKENDS, build_run, isv_array, random_signals
 from adaptive_reference import REFERENCES
 
 from foxhunt.monitors import attach_monitors
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive import grad_balance, health, support
 

@@ -8,7 +8,7 @@ from adaptive_harness import BACKENDS, build_run
 
 from foxhunt.config import load_config
 from foxhunt.fold_length import fold_length_of
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 
 STEPS_PER_EPOCH = 8192
 EPOCHS = 4

@@ -21,7 +21,7 @@ from foxhunt.env.config import EnvConfig, physics_params
 from foxhunt.env.reference import Portfolio, ReferenceEnv
 from foxhunt.env.tables import OHLCV, PortfolioObs
 from foxhunt.learner import Batch
-from foxhunt.plugin_host import PluginHost, PluginSelection
+from foxhunt.plugin.host import PluginHost, PluginSelection
 from foxhunt_plugins.augmentations import hindsight, mirror
 
 N_FEATURES = 3

@@ -19,7 +19,7 @@ from foxhunt.env.mirror import observation_mirror
 from foxhunt.env.tables import EP, PortfolioObs
 from foxhunt.features import FEATURE_SETS, Normalizer
 from foxhunt.learner import Learner, Replay, ReplayConfig
-from foxhunt.plugin_host import PluginHost, PluginSelection
+from foxhunt.plugin.host import PluginHost, PluginSelection
 from foxhunt_plugins.augmentations import mirror
 
 GAMMA = torch.full((len(Branch),), 0.9)

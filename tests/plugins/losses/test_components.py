@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from foxhunt.errors import BudgetError
-from foxhunt.hookspecs import hookimpl
+from foxhunt.plugin.spec import hookimpl
 from foxhunt.learner import LearnerConfig, LossInputs
 from foxhunt.learner.slots import CQL_ALPHA, HEALTH
-from foxhunt.records import LossComponent
+from foxhunt.plugin.records import LossComponent
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.losses import c51, cql, ensemble, iqn, mse
 

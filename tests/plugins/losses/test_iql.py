@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from foxhunt.actions import Branch
 from foxhunt.errors import BudgetError, PluginError
 from foxhunt.learner import LearnerConfig, project_sorted
-from foxhunt.records import CentredSupport, LossComponent
+from foxhunt.plugin.records import CentredSupport, LossComponent
 from foxhunt_plugins.losses import c51, iql
 
 ON = {"iql": {"enabled": True}}

@@ -8,7 +8,7 @@ plugin whose components join a run only when asked (an opt-in loss, say)
 declares an ``enabled`` setting, so it is switched on by
 ``[plugins.<name>] enabled = true`` (docs/plugins.md, "Selecting plugins"). The core does not
 know what a plugin's table may hold: the plugin declares an attrs class with
-``registrar.settings(cls)`` and the :class:`~foxhunt.plugin_host.PluginHost`
+``registrar.settings(cls)`` and the :class:`~foxhunt.plugin.host.PluginHost`
 structures the table with it while the plugin declares (docs/plugins.md,
 "Settings"). Until then a table is kept as the plain data the user wrote, so a
 run's ``config.toml`` and its checkpoints record exactly what was set.

@@ -1,7 +1,7 @@
 """Kernels write only their own slots: each kernel runs once on a scratch copy of the ISV before training.
 
 ``Kernel.writes`` is a declaration, and the host checks it names only slots
-the kernel's own plugin declared (:meth:`foxhunt.plugin_host.PluginHost.kernels`).
+the kernel's own plugin declared (:meth:`foxhunt.plugin.host.PluginHost.kernels`).
 What a kernel actually writes is only known by running it: a kernel that
 writes another plugin's slot (a misspelt offset, a slot name it should only
 read) would silently fight that plugin for the value during the whole run.
@@ -31,7 +31,7 @@ import torch
 
 from foxhunt.errors import PluginError, PluginProblem
 from foxhunt.kernels.context import KernelContext
-from foxhunt.records import Kernel
+from foxhunt.plugin.records import Kernel
 
 __all__ = ["slot_bits", "changed_slots", "scratch_context", "refuse_foreign_writes"]
 
@@ -69,7 +69,7 @@ def _problem(kernel: Kernel, owner: Any, message: str) -> PluginProblem:
 def refuse_foreign_writes(kernels: Sequence[Kernel], owners: dict[str, Any], context: KernelContext) -> float:
     """Run each kernel once on a scratch copy of ``context``; a write outside its ``writes`` raises ``PluginError``.
 
-    ``owners`` maps a kernel name to its plugin's :class:`~foxhunt.plugin_host.PluginInfo` (name, distribution,
+    ``owners`` maps a kernel name to its plugin's :class:`~foxhunt.plugin.host.PluginInfo` (name, distribution,
     version, for the message). Returns the seconds the check took.
     """
     started = time.perf_counter()

@@ -18,7 +18,7 @@ import pytest
 from foxhunt import Kernel, PluginHost, hookimpl
 from foxhunt.config import dump_config, load_config
 from foxhunt.errors import ConfigError, LifecycleError, PluginError
-from foxhunt.plugin_config import PluginSelection, migrate_saved
+from foxhunt.plugin.settings import PluginSelection, migrate_saved
 
 
 def _finite(instance: object, attribute: attrs.Attribute, value: float) -> None:

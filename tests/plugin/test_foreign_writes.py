@@ -11,10 +11,10 @@ from trainer_testkit import TINY, TINY_DATA, _private_feature_cache, invoke, tra
 
 from foxhunt import Kernel, PluginHost, contract, hookimpl
 from foxhunt.errors import PluginError
-from foxhunt.foreign_writes import changed_slots, refuse_foreign_writes, slot_bits
+from foxhunt.plugin.foreign_writes import changed_slots, refuse_foreign_writes, slot_bits
 from foxhunt.isv import FINGERPRINT_SLOT, ISV
 from foxhunt.kernels import Backend, KernelContext
-from foxhunt.records import KernelPoint
+from foxhunt.plugin.records import KernelPoint
 
 INTRUDER_SLOT = "intruder.value"
 

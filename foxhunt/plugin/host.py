@@ -21,14 +21,16 @@ import structlog
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from foxhunt import __version__, contract, core_declarations, hookspecs
+from foxhunt import __version__, contract
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
 from foxhunt.monitors import AdaptiveMonitor
-from foxhunt.plugin_config import PluginSelection
-from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
-from foxhunt.registrar import Declarations, Registrar
+from foxhunt.plugin import core_declarations
+from foxhunt.plugin import spec as hookspecs
+from foxhunt.plugin.settings import PluginSelection
+from foxhunt.plugin.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
+from foxhunt.plugin.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 
 __all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "PluginHost", "FrozenRegistries",

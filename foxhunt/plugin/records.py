@@ -208,7 +208,7 @@ class Kernel:
     slots it names in ``writes`` and that its own plugin declared: the host
     refuses a ``writes`` entry its plugin did not declare, and the trainer runs
     every kernel once on a scratch copy of the ISV before training and refuses
-    one that changed any other slot (:mod:`foxhunt.foreign_writes`).
+    one that changed any other slot (:mod:`foxhunt.plugin.foreign_writes`).
     ``reads`` names the ISV slots and signals it reads; each must be declared
     by a loaded plugin or be a signal of :mod:`foxhunt.contract`, unless
     ``optional_reads`` also names it (the kernel uses a default when the slot

@@ -19,7 +19,7 @@ from foxhunt import ISV, DimTable, PluginHost, Registrar, ResetCategory, auto, h
 from foxhunt.dims import table_as_dict
 from foxhunt.errors import LifecycleError, PluginError
 from foxhunt.isv import FINGERPRINT_SLOT
-from foxhunt.registrar import Declarations
+from foxhunt.plugin.registrar import Declarations
 
 
 def plugin(name: str, **hooks) -> types.ModuleType:

@@ -24,8 +24,8 @@ import pluggy
 if TYPE_CHECKING:
     from foxhunt.features import FeatureDef, FeatureSet
     from foxhunt.monitors import AdaptiveMonitor
-    from foxhunt.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
-    from foxhunt.registrar import Registrar
+    from foxhunt.plugin.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
+    from foxhunt.plugin.registrar import Registrar
 
 __all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
 
@@ -38,7 +38,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 def foxhunt_declare(registrar: Registrar) -> None:
     """Claim everything the plugin owns, before the layout is frozen.
 
-    :param registrar: a :class:`foxhunt.registrar.Registrar` bound to this
+    :param registrar: a :class:`foxhunt.plugin.registrar.Registrar` bound to this
         plugin. Use ``registrar.slot(...)`` for ISV slots,
         ``registrar.state(...)`` for state-reset entries (every slot and every
         piece of training state needs one), ``registrar.dims(Table)`` for
@@ -57,7 +57,7 @@ def foxhunt_loss_components(config: Any, settings: Any) -> list[LossComponent]:
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none).
-    :return: a list of :class:`foxhunt.records.LossComponent` (may be empty).
+    :return: a list of :class:`foxhunt.plugin.records.LossComponent` (may be empty).
 
     Called once after freeze. Results from every plugin are concatenated; two
     components with the same name stop the run.
@@ -70,7 +70,7 @@ def foxhunt_gradient_combiners(config: Any, settings: Any) -> list[GradientCombi
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none).
-    :return: a list of :class:`foxhunt.records.GradientCombiner` (may be empty).
+    :return: a list of :class:`foxhunt.plugin.records.GradientCombiner` (may be empty).
 
     Called once after freeze. Results from every plugin are concatenated (the core's learner plugin
     provides ``budgeted_sum``); two combiners with the same name stop the run. The learner uses the one
@@ -97,7 +97,7 @@ def foxhunt_kernels(config: Any, settings: Any) -> list[Kernel]:
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none).
-    :return: a list of :class:`foxhunt.records.Kernel`; each kernel's ``writes``
+    :return: a list of :class:`foxhunt.plugin.records.Kernel`; each kernel's ``writes``
         must name ISV slots its own plugin declared.
 
     Called once after freeze. Two kernels with the same name stop the run.
@@ -111,7 +111,7 @@ def foxhunt_encoders(config: Any, settings: Any) -> list[Encoder]:
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none); an encoder that
         needs them at build time puts them in its record's ``settings``.
-    :return: a list of :class:`foxhunt.records.Encoder` (may be empty).
+    :return: a list of :class:`foxhunt.plugin.records.Encoder` (may be empty).
 
     Called once after freeze. Results from every plugin are concatenated (the core's learner plugin provides
     ``mlp``, the one-bar default); two encoders with the same name stop the run. The learner uses the one
@@ -126,7 +126,7 @@ def foxhunt_replay_augmentations(config: Any, settings: Any) -> list[ReplayAugme
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none).
-    :return: a list of :class:`foxhunt.records.ReplayAugmentation` (empty when the plugin is switched off).
+    :return: a list of :class:`foxhunt.plugin.records.ReplayAugmentation` (empty when the plugin is switched off).
 
     Called once after freeze. Results from every plugin are concatenated; two augmentations with the same
     name stop the run. The replay applies every one returned to each sampled batch, in the order of their

@@ -20,9 +20,9 @@ from foxhunt import AdaptiveMonitor, GradientCombiner, Kernel, LossComponent, Pl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitors import reset_monitor
-from foxhunt.plugin_host import ENTRY_POINT_GROUP, Phase
+from foxhunt.plugin.host import ENTRY_POINT_GROUP, Phase
 
-_spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parent / "fixtures" / "fake_dists.py")
+_spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parents[1] / "fixtures" / "fake_dists.py")
 fake_dists = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_dists)
 
