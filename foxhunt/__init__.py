@@ -23,7 +23,7 @@ from foxhunt.errors import FoxhuntError
 from foxhunt.plugin.spec import hookimpl, hookspec
 from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
-from foxhunt.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
+from foxhunt.monitoring.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugin.host import PluginHost, PluginSelection
 from foxhunt.plugin.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, Encoder,
                              GradientCombiner, Kernel, KernelPoint, LossComponent, ReplayAugmentation)

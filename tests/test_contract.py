@@ -16,7 +16,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.contract_docs import builtin_components, render_tables, replace_tables, stale_tables
 from foxhunt.errors import PluginError
 from foxhunt.isv import FINGERPRINT_SLOT
-from foxhunt.monitors import MONITOR_STATE_PREFIX, reset_monitor
+from foxhunt.monitoring.monitors import MONITOR_STATE_PREFIX, reset_monitor
 from foxhunt.plugin.records import KernelPoint
 
 ROOT = Path(__file__).resolve().parents[1]

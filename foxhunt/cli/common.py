@@ -10,7 +10,7 @@ import click
 
 from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.errors import PluginError
-from foxhunt.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
+from foxhunt.monitoring.metrics_export import MetricsEndpoint, check_endpoint, parse_endpoint
 from foxhunt.plugin.host import FrozenRegistries, PluginHost
 
 __all__ = ["toml_string", "config_options", "metrics_port_option", "resolve_config", "frozen_host", "declared_host",

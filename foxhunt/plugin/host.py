@@ -25,7 +25,7 @@ from foxhunt import __version__, contract
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
-from foxhunt.monitors import AdaptiveMonitor
+from foxhunt.monitoring.monitors import AdaptiveMonitor
 from foxhunt.plugin import core_declarations
 from foxhunt.plugin import spec as hookspecs
 from foxhunt.plugin.settings import PluginSelection
@@ -505,7 +505,7 @@ class PluginHost:
                     info.name, info.distribution, info.version,
                     f"monitor {monitor.name!r} keeps statistics in the state entry {monitor.state_name!r}, but "
                     f"{declared}; add registrar.state({monitor.state_name!r}, 'fold-reset', "
-                    "reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare",
+                    "reset=foxhunt.monitoring.monitors.reset_monitor) to this plugin's foxhunt_declare",
                 ))
         if problems:
             raise PluginError(problems)

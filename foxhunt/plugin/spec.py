@@ -23,7 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from foxhunt.features import FeatureDef, FeatureSet
-    from foxhunt.monitors import AdaptiveMonitor
+    from foxhunt.monitoring.monitors import AdaptiveMonitor
     from foxhunt.plugin.records import Encoder, GradientCombiner, Kernel, LossComponent, ReplayAugmentation
     from foxhunt.plugin.registrar import Registrar
 
@@ -85,7 +85,7 @@ def foxhunt_monitors(config: Any, settings: Any) -> list[AdaptiveMonitor]:
 
     :param config: the resolved :class:`foxhunt.config.FoxhuntConfig`.
     :param settings: this plugin's resolved settings (``None`` when it declares none).
-    :return: a list of :class:`foxhunt.monitors.AdaptiveMonitor` instances.
+    :return: a list of :class:`foxhunt.monitoring.monitors.AdaptiveMonitor` instances.
 
     Called once after freeze. Monitors receive read-only ISV views only.
     """

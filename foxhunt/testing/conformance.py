@@ -54,7 +54,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.plugin.foreign_writes import changed_slots, slot_bits
 from foxhunt.isv import FINGERPRINT_SLOT, ISV, IsvLayout
 from foxhunt.kernels import Backend, KernelContext
-from foxhunt.monitors import SignalSnapshot, attach_monitors
+from foxhunt.monitoring.monitors import SignalSnapshot, attach_monitors
 from foxhunt.plugin.host import FrozenRegistries, Phase, PluginHost
 from foxhunt.plugin.records import KernelPoint, LossComponent
 from foxhunt.state import ResetCategory

@@ -33,7 +33,7 @@ from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.plugin.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
-from foxhunt.epoch_diagnostics import epoch_diagnostics
+from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.env.exploration import BranchExplorer
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
@@ -46,8 +46,8 @@ from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
-from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter
-from foxhunt.monitors import attach_monitors
+from foxhunt.monitoring.metrics_export import MetricsEndpoint, MetricsExporter
+from foxhunt.monitoring.monitors import attach_monitors
 from foxhunt.plugin.host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 from foxhunt.plugin.records import AugmentationFold, KernelPoint

@@ -64,7 +64,7 @@ def test_unaudited_loss_kernel_and_monitor_are_reported(hook, project, capsys):
         project / "foxhunt_plugins/mech.py",
         """
         from foxhunt.plugin import records
-        from foxhunt.monitors import AdaptiveMonitor
+        from foxhunt.monitoring.monitors import AdaptiveMonitor
         from foxhunt.plugin.records import Kernel
 
         LOSSES = [

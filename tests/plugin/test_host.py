@@ -19,7 +19,7 @@ import torch
 from foxhunt import AdaptiveMonitor, GradientCombiner, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
-from foxhunt.monitors import reset_monitor
+from foxhunt.monitoring.monitors import reset_monitor
 from foxhunt.plugin.host import ENTRY_POINT_GROUP, Phase
 
 _spec = importlib.util.spec_from_file_location("foxhunt_test_fake_dists", Path(__file__).parents[1] / "fixtures" / "fake_dists.py")
@@ -239,7 +239,7 @@ def test_a_monitor_without_its_statistics_entry_is_refused() -> None:
     assert str(problem) == (
         "[watched from watched-dist 1.0] monitor 'watched.watch' keeps statistics in the state entry "
         "'monitor.watched.watch', but no plugin declares it; add registrar.state('monitor.watched.watch', "
-        "'fold-reset', reset=foxhunt.monitors.reset_monitor) to this plugin's foxhunt_declare"
+        "'fold-reset', reset=foxhunt.monitoring.monitors.reset_monitor) to this plugin's foxhunt_declare"
     )
     host = host_with(("watched", watcher(entry=True)))
     host.declare().freeze()

@@ -11,7 +11,7 @@ import types
 import torch
 
 from foxhunt import AdaptiveMonitor, Kernel, KernelPoint, hookimpl
-from foxhunt.monitors import MONITOR_STATE_PREFIX, reset_monitor
+from foxhunt.monitoring.monitors import MONITOR_STATE_PREFIX, reset_monitor
 from foxhunt.state import ResetCategory
 
 __all__ = [

@@ -16,7 +16,7 @@ from foxhunt.actions import Branch
 from foxhunt.env.tables import PS
 from foxhunt.isv import ISV
 from foxhunt.kernels import Backend, KernelContext, simulator_enabled
-from foxhunt.monitors import attach_monitors
+from foxhunt.monitoring.monitors import attach_monitors
 from foxhunt.plugin.host import PluginHost
 from foxhunt.plugin.records import Kernel, KernelPoint
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foxhunt.plugin import core_declarations
-from foxhunt.epoch_diagnostics import epoch_diagnostics
+from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory
 

@@ -9,7 +9,7 @@ import torch
 from adaptive_harness import BACKENDS, build_run, isv_array, random_signals
 from adaptive_reference import REFERENCES
 
-from foxhunt.monitors import attach_monitors
+from foxhunt.monitoring.monitors import attach_monitors
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory
 from foxhunt_plugins.adaptive import grad_balance, health, support

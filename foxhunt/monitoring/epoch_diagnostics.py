@@ -3,7 +3,7 @@
 The trainer calls :func:`epoch_diagnostics` once per epoch boundary, outside
 the training step: it takes one read-only ISV snapshot and one read-only
 signal snapshot (the only host-device copies), lets every monitor observe and
-diagnose them, logs every :class:`~foxhunt.monitors.DiagSnapshot` in a single
+diagnose them, logs every :class:`~foxhunt.monitoring.monitors.DiagSnapshot` in a single
 structlog event named ``health_diag`` and, when given an exporter, updates
 the Prometheus gauges. Monitors never see the live ISV (invariant 8).
 """
@@ -19,7 +19,7 @@ import torch
 
 from foxhunt import contract
 from foxhunt.isv import ISV, ReadOnlyISV
-from foxhunt.monitors import AdaptiveMonitor, DiagSnapshot, SignalSnapshot
+from foxhunt.monitoring.monitors import AdaptiveMonitor, DiagSnapshot, SignalSnapshot
 
 __all__ = ["HEALTH_DIAG_EVENT", "observe_monitors", "diagnose_monitors", "emit_health_diag", "epoch_diagnostics"]
 
@@ -54,7 +54,7 @@ def emit_health_diag(
     ``context`` is bound into the event (e.g. ``fold=``, ``epoch=``). Keys of
     non-finite values are listed under ``non_finite`` so a log search finds them.
     """
-    logger = logger if logger is not None else structlog.get_logger("foxhunt.epoch_diagnostics")
+    logger = logger if logger is not None else structlog.get_logger("foxhunt.monitoring.epoch_diagnostics")
     non_finite = sorted(
         f"{snapshot.name}:{key}" for snapshot in snapshots for key, value in snapshot.values.items() if not math.isfinite(value)
     )

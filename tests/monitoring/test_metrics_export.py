@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from trainer_testkit import invoke, train_args
 
 from foxhunt.errors import FoxhuntError
-from foxhunt.metrics_export import MetricsEndpoint, MetricsExporter, check_endpoint, parse_endpoint
-from foxhunt.monitors import DiagSnapshot
+from foxhunt.monitoring.metrics_export import MetricsEndpoint, MetricsExporter, check_endpoint, parse_endpoint
+from foxhunt.monitoring.monitors import DiagSnapshot
 
 SNAPSHOTS = [
     DiagSnapshot("health", {"health.value": 0.8, "health.raw": 0.7}, 0.9, 0.8),

@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from structlog.testing import capture_logs
 
-from foxhunt.epoch_diagnostics import HEALTH_DIAG_EVENT, emit_health_diag, epoch_diagnostics
+from foxhunt.monitoring.epoch_diagnostics import HEALTH_DIAG_EVENT, emit_health_diag, epoch_diagnostics
 from foxhunt.isv import ISV, IsvLayout, Slot
-from foxhunt.metrics_export import MetricsExporter
-from foxhunt.monitors import AdaptiveMonitor, DiagSnapshot
+from foxhunt.monitoring.metrics_export import MetricsExporter
+from foxhunt.monitoring.monitors import AdaptiveMonitor, DiagSnapshot
 
 
 def _isv() -> ISV:

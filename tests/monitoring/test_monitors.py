@@ -12,7 +12,7 @@ from foxhunt.plugin import core_declarations
 from foxhunt.errors import MonitorWriteError
 from foxhunt.isv import ISV, IsvLayout, Slot
 from foxhunt.kernels import Backend, KernelContext
-from foxhunt.monitors import AdaptiveMonitor, SignalSnapshot, attach_monitors
+from foxhunt.monitoring.monitors import AdaptiveMonitor, SignalSnapshot, attach_monitors
 from foxhunt.plugin.host import PluginHost
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry

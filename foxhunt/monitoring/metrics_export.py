@@ -32,7 +32,7 @@ import attrs
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, start_http_server
 
 from foxhunt.errors import FoxhuntError
-from foxhunt.monitors import DiagSnapshot
+from foxhunt.monitoring.monitors import DiagSnapshot
 
 __all__ = [
     "DEFAULT_METRICS_HOST",
