@@ -1,4 +1,6 @@
-"""foxhunt.contract: the one spelling of every shared name, the reads checked against it, the docs generated from it."""
+"""foxhunt.contract: the one spelling of every shared name, and the reads checked against it.
+
+The docs generated from it: tests/tooling/test_contract_docs.py."""
 
 from __future__ import annotations
 
@@ -8,12 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 
 from foxhunt import AdaptiveMonitor, Kernel, LossComponent, PluginHost, contract, hookimpl
-from foxhunt.cli.audit_commands import audit_group
 from foxhunt.config import FoxhuntConfig
-from foxhunt.contract_docs import builtin_components, render_tables, replace_tables, stale_tables
 from foxhunt.errors import PluginError
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitoring.monitors import MONITOR_STATE_PREFIX, reset_monitor
@@ -132,30 +131,3 @@ def test_loss_and_monitor_reads_are_validated_too() -> None:
 def test_an_optional_read_must_be_one_of_the_reads() -> None:
     with pytest.raises(ValueError, match=r"optional_reads \['health.value'\] are not in reads"):
         Kernel("x.update", KernelPoint.STEP, lambda context: None, "x", optional_reads=[contract.HEALTH])
-
-
-# -- docs/adaptive.md's tables --------------------------------------------------------------
-def test_the_committed_adaptive_doc_tables_match_the_contract() -> None:
-    text = (ROOT / "docs" / "adaptive.md").read_text(encoding="utf-8")
-    assert stale_tables(text, render_tables(builtin_components())) == [], "run `foxhunt audit contract --write`"
-
-
-def test_a_stale_table_is_found_and_the_command_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (ROOT / "docs" / "adaptive.md").read_text(encoding="utf-8")
-    tables = render_tables(builtin_components())
-    edited = text.replace("| `kelly.cap` | [1] | kelly |", "| `kelly.cap` | [2] | kelly |")
-    assert stale_tables(edited, tables) == ["slots"]
-    assert replace_tables(edited, tables) == text
-    doc = tmp_path / "adaptive.md"
-    doc.write_text(edited, encoding="utf-8")
-    monkeypatch.setattr("foxhunt.cli.audit_commands.adaptive_doc_path", lambda: doc)
-    result = CliRunner().invoke(audit_group, ["contract", "--check"])
-    assert result.exit_code == 1
-    assert "the slots table(s) are stale" in result.output
-    assert CliRunner().invoke(audit_group, ["contract", "--write"]).exit_code == 0
-    assert doc.read_text(encoding="utf-8") == text
-
-
-def test_a_document_without_the_markers_is_refused_naming_them() -> None:
-    with pytest.raises(ValueError, match="no <!-- contract:slots:start"):
-        replace_tables("no tables here", {"slots": "| x |"})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from foxhunt.audit import NAMED_DIMENSIONS_FILE, check, default_audit_dirs, missing, render_named_dimensions
+from foxhunt.tooling.audit import NAMED_DIMENSIONS_FILE, check, default_audit_dirs, missing, render_named_dimensions
 from foxhunt.cli.common import config_options, resolve_config
-from foxhunt.contract_docs import adaptive_doc_path, builtin_components, render_tables, replace_tables, stale_tables
+from foxhunt.tooling.contract_docs import adaptive_doc_path, builtin_components, render_tables, replace_tables, stale_tables
 from foxhunt.plugin.host import PluginHost
 
 __all__ = ["audit_group"]

@@ -22,7 +22,7 @@ from foxhunt.config_loading import unstructure
 from foxhunt.errors import PluginError
 from foxhunt.isv import layout_diff
 from foxhunt.plugin.host import PluginHost
-from foxhunt.snapshots import compare_snapshots, write_snapshots
+from foxhunt.tooling.snapshots import compare_snapshots, write_snapshots
 
 __all__ = ["plugins_group", "layout_group", "registry_group", "config_group"]
 

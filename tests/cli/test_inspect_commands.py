@@ -20,7 +20,7 @@ from foxhunt import ISV, PluginHost, PluginSelection, __version__
 from foxhunt.checkpoint import METADATA_FILE, save_checkpoint
 from foxhunt.cli.main import cli
 from foxhunt.errors import ConfigError
-from foxhunt.snapshots import SNAPSHOT_FILES
+from foxhunt.tooling.snapshots import SNAPSHOT_FILES
 
 CORE_ONLY = ("--set", 'plugins.only=["foxhunt"]')
 

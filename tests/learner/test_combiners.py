@@ -11,7 +11,7 @@ from gradient_strategies import ComponentGradients, as_parameters, component_gra
 from hypothesis import given
 
 from foxhunt import Combination, GradientCombiner
-from foxhunt.audit import parse_rows
+from foxhunt.tooling.audit import parse_rows
 from foxhunt.errors import ConfigError
 from foxhunt.plugin.spec import hookimpl
 from foxhunt.learner import BUDGETED_SUM, budgeted_sum, combine, declarations, select_combiner

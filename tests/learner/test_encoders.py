@@ -19,7 +19,7 @@ from trainer_testkit import TINY, TINY_DATA, invoke, train_args
 import foxhunt.learner.declarations as declarations
 from foxhunt import AugmentationFold, AugmentationInputs, ReplayAugmentation
 from foxhunt.actions import Branch, branch_sizes
-from foxhunt.audit import parse_rows
+from foxhunt.tooling.audit import parse_rows
 from foxhunt.checkpoint_backtest import backtest_checkpoint, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import CheckpointError, ConfigError

@@ -30,7 +30,7 @@ NAME = "huber"
 DEFAULT_BUDGET = 0.15  # the share of max_grad_norm it takes when [learner.budgets] does not say
 
 # This plugin's audit row, shipped with the code so `foxhunt audit check` finds it in any environment;
-# docs/audits/components.md holds the same row for the pre-commit hook (tests/test_audit.py keeps them equal).
+# docs/audits/components.md holds the same row for the pre-commit hook (tests/tooling/test_audit.py keeps them equal).
 FOXHUNT_AUDIT = """
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|

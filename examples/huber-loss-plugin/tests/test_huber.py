@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import foxhunt_huber
-from foxhunt.audit import check, parse_rows
+from foxhunt.tooling.audit import check, parse_rows
 from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.testing import make_host
 from foxhunt_huber.loss import KAPPA, huber

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from foxhunt import contract
-from foxhunt.slot_readers import readers_by_name
+from foxhunt.tooling.slot_readers import readers_by_name
 
 __all__ = ["ADAPTIVE_DOC", "TABLES", "adaptive_doc_path", "builtin_components", "render_tables", "replace_tables",
            "stale_tables"]
@@ -27,13 +27,13 @@ TABLES = ("slots", "signals")
 
 def adaptive_doc_path() -> Path:
     """docs/adaptive.md of the foxhunt checkout this module runs from, else of the working directory."""
-    checkout = Path(__file__).resolve().parents[1] / ADAPTIVE_DOC
+    checkout = Path(__file__).resolve().parents[2] / ADAPTIVE_DOC
     return checkout if checkout.exists() else Path.cwd() / ADAPTIVE_DOC
 
 
 def builtin_components() -> list[tuple[str, str, Any]]:
     """``(kind, plugin, record)`` of every component of the built-in plugins, opt-in ones switched on."""
-    from foxhunt.audit import switched_on
+    from foxhunt.tooling.audit import switched_on
     from foxhunt.config import FoxhuntConfig
     from foxhunt.plugin.host import PluginHost
 

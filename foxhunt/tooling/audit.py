@@ -28,7 +28,7 @@ such as the Huber example) are found too: the hooks are asked twice, with each
 plugin's resolved settings and with every ``enabled`` setting switched on.
 
 The check also reports every ISV slot a kernel writes and nothing reads
-(:mod:`foxhunt.slot_readers`).
+(:mod:`foxhunt.tooling.slot_readers`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from foxhunt.config import FoxhuntConfig
 from foxhunt.dims import DimTable
 from foxhunt.errors import PluginError
 from foxhunt.plugin.host import ENTRY_POINT_GROUP, PluginHost
-from foxhunt.slot_readers import unread_problem, unread_slots
+from foxhunt.tooling.slot_readers import unread_problem, unread_slots
 
 __all__ = [
     "AUDIT_ATTRIBUTE",
@@ -155,7 +155,7 @@ def table_rows(directories: Iterable[Path]) -> list[AuditRow]:
 
 def default_audit_dirs() -> list[Path]:
     """``docs/audits`` of the foxhunt checkout this module runs from (when it is one) and of the working directory."""
-    candidates = [Path(__file__).resolve().parents[1] / "docs" / "audits", Path.cwd() / "docs" / "audits"]
+    candidates = [Path(__file__).resolve().parents[2] / "docs" / "audits", Path.cwd() / "docs" / "audits"]
     found: list[Path] = []
     for candidate in candidates:
         if candidate.is_dir() and candidate.resolve() not in [f.resolve() for f in found]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -9,11 +12,11 @@ import attrs
 from click.testing import CliRunner
 
 from foxhunt import LossComponent, hookimpl
-from foxhunt.audit import AUDIT_ATTRIBUTE, check, missing, parse_rows
 from foxhunt.cli.audit_commands import audit_group
+from foxhunt.tooling.audit import AUDIT_ATTRIBUTE, check, default_audit_dirs, missing, parse_rows
 from foxhunt.testing import make_host
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADER = "| component | kind | plugin | status | tests |\n|---|---|---|---|---|\n"
 ROW = HEADER + "| `toy.loss` | loss | toy (toy_plugin) | wired | tests/test_audit.py |\n"
 
@@ -220,3 +223,13 @@ def test_a_monitor_reading_the_slot_is_its_reader():
     assert [p for p in report.problems if "writer.value" in p] == []
     unread = check([ROOT / "docs" / "audits"], host=make_host((writer_plugin(read=False), "writer")))
     assert any("'writer.value'" in p and "read by nothing" in p for p in unread.problems)
+
+
+def test_the_checkouts_tables_are_found_from_any_working_directory(tmp_path):
+    # the checkout's docs/audits is found from the module's own place in the tree, not from where the command runs
+    code = "from foxhunt.tooling.audit import default_audit_dirs; print(*default_audit_dirs(), sep=chr(10))"
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": python_path})
+    assert [Path(line) for line in done.stdout.splitlines()] == [ROOT / "docs" / "audits"]
+    assert default_audit_dirs()[0] == ROOT / "docs" / "audits"
