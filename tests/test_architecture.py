@@ -68,7 +68,7 @@ def core_violations(path: str, source: str, forbidden: set[str]) -> list[str]:
 
 def plugin_violations(path: Path, source: str, plugins: set[str]) -> list[str]:
     """Imports of another top-level plugin module, or of another plugin's (entry-point) module."""
-    relative = path.relative_to(ROOT / "plugins").with_suffix("")
+    relative = path.relative_to(ROOT / PLUGIN_PACKAGE).with_suffix("")
     parts = [p for p in relative.parts if p != "__init__"]
     own_module = ".".join([PLUGIN_PACKAGE, *parts])
     own_top = ".".join([PLUGIN_PACKAGE, *parts[:1]])
@@ -102,7 +102,7 @@ def test_core_never_imports_a_plugin_module():
 def test_plugins_never_import_each_other():
     plugins = plugin_modules()
     problems = []
-    for path in sorted((ROOT / "plugins").rglob("*.py")):
+    for path in sorted((ROOT / PLUGIN_PACKAGE).rglob("*.py")):
         problems += plugin_violations(path, path.read_text(encoding="utf-8"), plugins)
     assert problems == []
 
@@ -111,10 +111,10 @@ def test_the_checks_catch_what_they_forbid():
     bad_core = "import foxhunt_plugins.losses.mse\nfrom foxhunt_huber import loss\nimportlib.import_module('foxhunt_plugins.tau')\n"
     assert len(core_violations("foxhunt/x.py", bad_core, {"foxhunt_plugins", "foxhunt_huber"})) == 3
     plugins = {"foxhunt_plugins.losses.c51", "foxhunt_plugins.losses.mse", "foxhunt_plugins.adaptive.tau"}
-    c51 = ROOT / "plugins" / "losses" / "c51.py"
+    c51 = ROOT / PLUGIN_PACKAGE / "losses" / "c51.py"
     assert plugin_violations(c51, "from foxhunt_plugins.losses import mse\n", plugins)  # a sibling plugin
     assert plugin_violations(c51, "from foxhunt_plugins.adaptive.common import clamp\n", plugins)  # another top level
-    tau = ROOT / "plugins" / "adaptive" / "tau.py"
+    tau = ROOT / PLUGIN_PACKAGE / "adaptive" / "tau.py"
     assert plugin_violations(tau, "from foxhunt_plugins.adaptive.common import clamp\n", plugins) == []  # own package
 
 
@@ -141,7 +141,8 @@ def test_the_public_api_contract_forbids_every_core_module_but_the_contract():
 
 @pytest.mark.parametrize("package", ["foxhunt.data", "foxhunt.env", "foxhunt.features", "foxhunt.kernels",
                                      "foxhunt.learner", "foxhunt.trainer", "foxhunt.tune",
-                                     "foxhunt.sweep"])
+                                     "foxhunt.sweep", "foxhunt.plugin.host", "foxhunt.monitoring.epoch_diagnostics",
+                                     "foxhunt.tooling.audit"])
 def test_every_package_imports_first_in_a_fresh_interpreter(package: str) -> None:
     # a circular import between packages shows only when the cycle's far end is imported first
     done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True)

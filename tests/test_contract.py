@@ -34,7 +34,7 @@ def test_no_module_of_the_core_or_the_builtins_spells_a_shared_name_again() -> N
     # The resume checkpoint's tensor keys are a file format named like the buffers they hold: renaming a signal
     # must not rename them, so they are spelt there on purpose.
     exempt = {ROOT / "foxhunt" / "contract.py", ROOT / "foxhunt" / "trainer" / "resume.py"}
-    for path in [*sorted((ROOT / "foxhunt").rglob("*.py")), *sorted((ROOT / "plugins").rglob("*.py"))]:
+    for path in [*sorted((ROOT / "foxhunt").rglob("*.py")), *sorted((ROOT / "foxhunt_plugins").rglob("*.py"))]:
         if path in exempt:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
