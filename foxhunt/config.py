@@ -25,10 +25,10 @@ from foxhunt.features.config import FeatureConfig
 from foxhunt.folds import FoldConfig
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.plugin.settings import SELECTION_KEYS, PluginSelection, moved_keys
-from foxhunt.profiles import PROFILE_NAMES, apply_profile
+from foxhunt.profiles import PROFILE_NAMES, apply_profile, plugin_defaults
 from foxhunt.trainer.config import TrainConfig
 
-__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "config_data", "dump_config"]
+__all__ = ["RunConfig", "FoxhuntConfig", "load_config", "structure_config", "config_data", "dump_config"]
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -102,7 +102,19 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = ()) -> Foxh
     if overrides:
         data = apply_overrides(data, overrides)
         source = f"{source} + --set {' '.join(overrides)}" if path is not None else f"--set {' '.join(overrides)}"
-    return structure(apply_profile(data), FoxhuntConfig, source=source)
+    return structure_config(data, source)
+
+
+def structure_config(data: Mapping[str, Any], source: str) -> FoxhuntConfig:
+    """A :class:`FoxhuntConfig` from plain config ``data``, with its run-size profile applied: the profile fills
+    the config keys ``data`` leaves out, and gives the plugins its values for their settings
+    (``PluginSelection.profile_settings``)."""
+    resolved = apply_profile(dict(data))
+    config = structure(resolved, FoxhuntConfig, source=source)
+    defaults = plugin_defaults(resolved)
+    if not defaults:
+        return config
+    return attrs.evolve(config, plugins=attrs.evolve(config.plugins, profile_settings=defaults))
 
 
 def config_data(config: FoxhuntConfig, plugin_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:

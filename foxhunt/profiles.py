@@ -1,7 +1,8 @@
 """Run-size profiles: defaults sized for the device a run trains on.
 
-A CPU run and a GPU run want different sizes. On 2 CPU cores, 64 environments,
-batches of 128 and one update per vector step keep an epoch under a minute; on
+A CPU run and a GPU run want different sizes and learn best with different
+values, each chosen by a measurement on its device. On 2 CPU cores, 64 environments,
+batches of 256 and about one update per vector step keep an epoch under a minute; on
 an H200 the same sizes leave the GPU idle behind Python launch overhead, and
 thousands of environments and a wide collection cost hardly more per step.
 The GPU profile's learner budget (batch 1 024, 250 updates per epoch) is set
@@ -24,11 +25,22 @@ from typing import Any
 
 from foxhunt.config_loading import deep_copy
 
-__all__ = ["PROFILES", "PROFILE_NAMES", "device_name", "resolve_profile", "apply_profile"]
+__all__ = ["PROFILES", "PROFILE_NAMES", "device_name", "resolve_profile", "apply_profile", "plugin_defaults"]
 
-# Dotted config key -> value. The CPU profile is the config classes' own defaults.
+# Dotted config key -> value; keys a profile leaves out take the config classes' own defaults.
 PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": {},
+    # Chosen by a study on CPU runs (docs/tune.md, "The defaults study": `foxhunt tune` over four synthetic
+    # markets, then checked on fresh seeds): a larger batch at a lower learning rate, the `ohlcv` inputs, and
+    # nearly half of each batch mirrored. Batch and updates keep a default run within 3 minutes on 2 cores.
+    "cpu": {
+        "learner.lr": 1.8e-4,
+        "learner.n_step": 3,
+        "learner.batch_size": 256,
+        "train.updates_per_epoch": 226,
+        "plugins.mirror.fraction": 0.45,
+        "features.feature_set": "ohlcv",
+        "plugins.epsilon.decay_fraction": 0.57,
+    },
     "gpu": {
         "env.n_envs": 4096,
         # Learning, not speed, sets these two: on a fold's few thousand training bars, 1 000 updates of
@@ -62,6 +74,25 @@ def resolve_profile(data: Mapping[str, Any]) -> str:
     return "gpu" if device_name(run.get("device", "auto")) == "cuda" else "cpu"
 
 
+def plugin_defaults(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The resolved profile's values for plugin settings, ``{plugin: {key: value}}``.
+
+    They are defaults, not ``[plugins.<name>]`` sections: a plugin that declares its settings gets them under
+    what the user wrote, and a plugin the run does not load (disabled, left out of ``only``, or not installed)
+    never sees them, where a section of its own would be refused as a mistake.
+    """
+    profile = resolve_profile(data)
+    if not isinstance(profile, str) or profile not in PROFILES:
+        return {}
+    defaults: dict[str, dict[str, Any]] = {}
+    for dotted, value in PROFILES[profile].items():
+        section, *rest = dotted.split(".")
+        if section == "plugins":
+            name, key = rest
+            defaults.setdefault(name, {})[key] = value
+    return defaults
+
+
 def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the resolved profile's values filled in wherever the user set nothing (a copy)."""
     profile = resolve_profile(data)
@@ -72,6 +103,8 @@ def apply_profile(data: dict[str, Any]) -> dict[str, Any]:
     result = deep_copy(data)
     for dotted, value in PROFILES[profile].items():
         *sections, key = dotted.split(".")
+        if sections[0] == "plugins":
+            continue  # plugin_defaults(): a plugin's settings are its own, resolved when it declares them
         node = result
         for section in sections:
             child = node.setdefault(section, {})

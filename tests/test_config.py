@@ -14,6 +14,7 @@ from trainer_testkit import invoke
 from foxhunt.config import FoxhuntConfig, RunConfig, dump_config, load_config
 from foxhunt.config_loading import apply_overrides, parse_override
 from foxhunt.errors import ConfigError
+from foxhunt.profiles import PROFILES
 from foxhunt.plugin.host import PluginSelection
 
 UNKNOWN = "unknown key (check the spelling; `foxhunt config show` lists every key)"
@@ -163,8 +164,13 @@ def test_the_removed_batched_grad_mode_is_refused_saying_what_to_use(toml) -> No
 
 # -- resolution -------------------------------------------------------------------
 def test_defaults_then_file_then_set(toml) -> None:
-    # a CPU run's profile adds nothing to the class defaults; the resolved profile name is recorded
-    assert load_config(None, ['run.device="cpu"']) == attrs.evolve(FoxhuntConfig(), run=RunConfig(device="cpu", profile="cpu"))
+    # a CPU run gets the class defaults plus the CPU profile's values; the resolved profile name is recorded
+    config = load_config(None, ['run.device="cpu"'])
+    assert config.run == RunConfig(device="cpu", profile="cpu")
+    assert (config.env, config.folds, config.data) == (FoxhuntConfig().env, FoxhuntConfig().folds, FoxhuntConfig().data)
+    assert config.learner.batch_size == PROFILES["cpu"]["learner.batch_size"]
+    assert config.plugins.settings == {}  # the profile's plugin values are defaults beneath any section
+    assert config.plugins.profile_settings["mirror"] == {"fraction": PROFILES["cpu"]["plugins.mirror.fraction"]}
     path = toml('[run]\nseed = 3\ndevice = "cpu"\n[plugins]\ndisable = ["noisy"]\nrequire = {core = ">=0.1"}\n')
     config = load_config(path, ("run.seed=7",))
     assert config.run == RunConfig(seed=7, device="cpu", profile="cpu")

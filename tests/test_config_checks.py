@@ -96,7 +96,7 @@ def test_foxhunt_train_refuses_the_value_naming_its_key(tmp_path: Path, override
 
 def test_every_problem_is_listed_in_the_one_paragraph(tmp_path: Path) -> None:
     result = train(tmp_path, "learner.v_min=20.0", "run.threads=100000", "train.warmup_env_steps=1e9",
-                   'learner.lr_schedule="cosine"', "learner.lr_min=0.5")
+                   'learner.lr_schedule="cosine"', "learner.lr=3e-4", "learner.lr_min=0.5")
     assert_refused(result, tmp_path, "learner.v_min", "this configuration cannot run:")
     for key in ("run.threads: ", "train.warmup_env_steps: ", "learner.lr_min: 0.5 is above learner.lr = 0.0003"):
         assert key in result.stderr

@@ -19,10 +19,27 @@ def test_a_cuda_run_gets_the_gpu_sizes() -> None:
     assert config.learner.compile is True
 
 
-def test_a_cpu_run_keeps_the_class_defaults() -> None:
+def test_a_cpu_run_gets_the_studys_values_and_the_class_sizes() -> None:
     config = load_config(None, ['run.device="cpu"'])
     assert config.run.profile == "cpu"
-    assert (config.env.n_envs, config.learner.batch_size, config.learner.compile) == (64, 128, False)
+    assert (config.env.n_envs, config.learner.compile) == (64, False)
+    assert config.learner.batch_size == PROFILES["cpu"]["learner.batch_size"] == 256
+    assert config.learner.lr == PROFILES["cpu"]["learner.lr"]
+    assert config.features.feature_set == "ohlcv"
+    # plugin values are defaults beneath the plugin's own section, never a section of their own
+    assert config.plugins.settings == {}
+    assert config.plugins.profile_settings["mirror"] == {"fraction": PROFILES["cpu"]["plugins.mirror.fraction"]}
+
+
+def test_what_the_user_writes_in_a_plugin_section_wins_over_the_profile() -> None:
+    config = load_config(None, ['run.device="cpu"', "plugins.mirror.fraction=0.1"])
+    assert config.plugins.settings["mirror"] == {"fraction": 0.1}
+    assert apply_profile({"run": {"device": "cpu"}}).get("plugins") is None  # no section is written
+
+
+def test_the_gpu_profile_keeps_the_class_learning_values() -> None:
+    gpu, cpu = load_config(None, ['run.device="cuda"']), load_config(None, ['run.device="cpu"'])
+    assert gpu.learner.lr != cpu.learner.lr and gpu.features.feature_set == "horizons"
 
 
 def test_what_the_user_sets_wins_over_the_profile(tmp_path) -> None:

@@ -100,7 +100,8 @@ class PluginHost:
         self.phase = Phase.DISCOVERING
         self.plugins: dict[str, PluginInfo] = {}
         self.problems: list[PluginProblem] = []
-        self.declarations = Declarations(sections=dict(self.selection.settings))
+        self.declarations = Declarations(sections=dict(self.selection.settings),
+                                         profile_sections=dict(self.selection.profile_settings))
         self.registries: FrozenRegistries | None = None
         self.kernel_owners: dict[str, str] = {}  # kernel name -> plugin, filled by kernels()
 

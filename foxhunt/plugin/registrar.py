@@ -32,6 +32,7 @@ class Declarations:
     dims: dict[str, tuple[str, type[DimTable]]] = attrs.Factory(dict)  # table name -> (owner, table)
     problems: list[tuple[str, str]] = attrs.Factory(list)  # (owner, message)
     sections: dict[str, dict[str, Any]] = attrs.Factory(dict)  # plugin -> its [plugins.<name>] table, as written
+    profile_sections: dict[str, dict[str, Any]] = attrs.Factory(dict)  # plugin -> the run-size profile's values
     settings: dict[str, Any] = attrs.Factory(dict)  # plugin -> its resolved settings instance
     frozen: bool = False
 
@@ -135,7 +136,9 @@ class Registrar:
                 (self.owner, "settings() was called twice; declare one class holding every setting of the plugin")
             )
             return self._declarations.settings[self.owner]
-        section = dict(self._declarations.sections.get(self.owner, {}))
+        # the profile's values sit beneath what the user wrote (foxhunt.profiles.plugin_defaults)
+        section = {**self._declarations.profile_sections.get(self.owner, {}),
+                   **self._declarations.sections.get(self.owner, {})}
         known = [field.alias or field.name for field in attrs.fields(cls)]
         for key in sorted(set(section) - set(known)):
             del section[key]

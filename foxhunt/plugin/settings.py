@@ -71,13 +71,17 @@ class PluginSelection:
     one is loaded too; the core always is). ``require`` maps plugin names to version
     specifiers; a required plugin that is missing or of another version stops the run.
     ``settings`` maps a plugin name to its ``[plugins.<name>]`` table as written
-    (structured by the plugin's declared class when the plugin declares).
+    (structured by the plugin's declared class when the plugin declares);
+    ``profile_settings`` holds the run-size profile's values beneath them.
     """
 
     only: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
     disable: tuple[str, ...] = attrs.field(default=(), converter=_name_list)
     require: dict[str, str] = attrs.field(factory=dict, validator=_valid_specifiers)
     settings: dict[str, dict[str, Any]] = attrs.field(factory=dict, converter=_sections)
+    # The run-size profile's values for plugin settings (foxhunt.profiles.plugin_defaults): under ``settings``
+    # for a plugin that is loaded, ignored for one that is not. Not written back: the profile is ``run.profile``.
+    profile_settings: dict[str, dict[str, Any]] = attrs.field(factory=dict, converter=_sections, eq=False)
 
     def selects(self, name: str) -> bool:
         if name in self.disable:

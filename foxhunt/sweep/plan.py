@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from foxhunt import durable
-from foxhunt.config import FoxhuntConfig
+from foxhunt.config import FoxhuntConfig, structure_config
 from foxhunt.config_loading import apply_overrides, structure, unstructure
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.sweep.spec import SweepSpec, parse_spec
@@ -70,7 +70,7 @@ class SweepPlan:
 
     def trial_config(self, trial: Trial) -> FoxhuntConfig:
         data = apply_overrides(tomllib.loads(self.base_config), trial.all_overrides)
-        return structure(data, FoxhuntConfig, source=f"sweep base config + --set {' '.join(trial.all_overrides)}")
+        return structure_config(data, f"sweep base config + --set {' '.join(trial.all_overrides)}")
 
     @property
     def device(self) -> str:

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from foxhunt.config import FoxhuntConfig, dump_config, load_config
+from foxhunt.config import FoxhuntConfig, dump_config, load_config, structure_config
 from foxhunt.config_checks import check_config
-from foxhunt.config_loading import apply_overrides, structure
+from foxhunt.config_loading import apply_overrides
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
@@ -105,7 +105,7 @@ class StudySpec:
     def trial_config(self, overrides: list[str]) -> FoxhuntConfig:
         data = apply_overrides(tomllib.loads(self.base_config), overrides)
         source = f"study {self.name} base config" + (f" + --set {' '.join(overrides)}" if overrides else "")
-        return structure(data, FoxhuntConfig, source=source)
+        return structure_config(data, source)
 
     def source_overrides(self) -> list[list[str]]:
         """The extra ``--set`` of each run a trial trains: one per data source (none for a one-source study)."""

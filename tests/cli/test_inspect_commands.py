@@ -296,8 +296,19 @@ def test_config_show_keeps_cpu_sizes_for_a_cpu_run(run) -> None:
     resolved = tomllib.loads(run("config", "show", "--set", 'run.device="cpu"').stdout)
     assert resolved["run"]["profile"] == "cpu"
     assert resolved["env"]["n_envs"] == 64
-    assert resolved["learner"]["batch_size"] == 128
+    assert resolved["learner"]["batch_size"] == 256
     assert resolved["learner"]["compile"] is False
+    # the CPU profile's plugin values show as each plugin's resolved settings; the class defaults elsewhere
+    assert resolved["plugins"]["mirror"]["fraction"] == 0.45
+    assert resolved["plugins"]["epsilon"]["decay_fraction"] == 0.57
+    gpu = tomllib.loads(run("config", "show", "--set", 'run.device="cuda"').stdout)
+    assert gpu["plugins"]["mirror"]["fraction"] == 0.25
+
+
+def test_config_show_gives_no_profile_value_to_a_disabled_plugin(run) -> None:
+    result = run("config", "show", "--set", 'run.device="cpu"', "--set", 'plugins.disable=["mirror"]')
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "mirror" not in tomllib.loads(result.stdout)["plugins"]
 
 
 def test_config_errors_are_one_paragraph_naming_the_key_path(run, tmp_path: Path) -> None:

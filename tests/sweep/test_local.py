@@ -43,7 +43,8 @@ def test_each_trial_is_a_run_of_its_own_fold_and_the_pages_link_both_ways(tmp_pa
     agents = [s["overall"]["agent"]["sharpe"] for s in summaries.values()]
     holds = [s["overall"]["buy_and_hold"]["sharpe"] for s in summaries.values()]
     assert sharpe["agent"]["mean"] == sum(agents) / 2
-    assert sharpe["minus_buy_and_hold"]["mean"] == (agents[0] - holds[0] + agents[1] - holds[1]) / 2
+    assert sharpe["minus_buy_and_hold"]["mean"] == pytest.approx((agents[0] - holds[0] + agents[1] - holds[1]) / 2,
+                                                                 rel=1e-12, abs=1e-12)
     page = (out / "sweep.html").read_text(encoding="utf-8")
     assert "href='seed0_fold1/report.html'" in page and "href='seed0_fold2/report.html'" in page
     report = (out / "seed0_fold1" / "report.html").read_text(encoding="utf-8")

@@ -58,13 +58,15 @@ def test_a_tiny_run_applies_the_mirror_and_hindsight_with_each_folds_constants(
     np.testing.assert_allclose(augmentations.tensors["hindsight"]["cost"].double().numpy(), costs["cost"], rtol=1e-6)
 
 
-def test_the_default_run_mirrors_a_quarter_and_does_not_relabel(augmentation_entry_points: None) -> None:
+@pytest.mark.parametrize(("device", "fraction"), [("cpu", 0.45), ("cuda", 0.25)])
+def test_the_default_run_mirrors_its_profiles_share_and_does_not_relabel(
+        augmentation_entry_points: None, device: str, fraction: float) -> None:
     from foxhunt.plugin.host import PluginHost
 
-    config = load_config(None, [])
+    config = load_config(None, [f'run.device="{device}"'])  # the CPU profile's share; the GPU's is the class default
     host = PluginHost(config.plugins).discover().declare()
     host.freeze()
-    assert [(record.name, record.fraction) for record in host.replay_augmentations(config)] == [("mirror", 0.25)]
+    assert [(record.name, record.fraction) for record in host.replay_augmentations(config)] == [("mirror", fraction)]
 
 
 def test_a_tiny_run_with_the_attention_encoder_mirrors_every_bar_of_its_window(

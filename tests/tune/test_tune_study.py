@@ -202,7 +202,7 @@ def test_a_trial_that_fails_is_recorded_with_its_error_and_the_study_goes_on(tmp
 def test_resuming_with_another_setup_is_refused(tmp_path: Path, testkit: ModuleType) -> None:
     spec = new_spec(tmp_path, testkit)
     run_study(spec, trials=1, pruner=NO_PRUNING)
-    with pytest.raises(ConfigError, match=r"(?s)another base config.*learner\.lr: 0\.0003 in the study, 0\.001 now"):
+    with pytest.raises(ConfigError, match=r"(?s)another base config.*learner\.lr: [0-9.e-]+ in the study, 0\.001 now"):
         prepare_study("tiny", spec.directory, spec.storage, overrides=[*base_overrides(testkit), "learner.lr=1e-3"])
     other_space = tmp_path / "other.toml"
     other_space.write_text(SPACE.replace("high = 3e-3", "high = 1e-2"), encoding="utf-8")

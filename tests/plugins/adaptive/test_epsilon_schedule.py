@@ -17,7 +17,7 @@ EPOCHS = 4
 def _config(n_envs: int, epochs: int = EPOCHS):
     return load_config(None, [
         f"env.n_envs={n_envs}", f"train.epochs={epochs}", f"train.env_steps_per_epoch={STEPS_PER_EPOCH}",
-        "plugins.epsilon.health_boost=0.0",
+        "plugins.epsilon.health_boost=0.0", "plugins.epsilon.decay_fraction=0.5",
     ])
 
 
