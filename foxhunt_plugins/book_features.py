@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from foxhunt import FoxhuntError, hookimpl
-from foxhunt.data import BOOK, BOOK_LEVELS, FLOW, LEVEL, MarketData
+from foxhunt.data import BOOK, BOOK_LEVELS, FLOW, LEVEL, MarketData, order_flow_imbalance
 from foxhunt.features import FEATURE_SETS, FeatureDef, FeatureSet
 
 __all__ = [
@@ -102,15 +102,8 @@ def level_ofi(levels: np.ndarray) -> np.ndarray:
     + 1{a_m,t >= a_m,t-1} qa_m,t-1``; an empty level (price NaN) adds nothing on its side."""
     bid, ask = levels[:, :, LEVEL.BID_PRICE], levels[:, :, LEVEL.ASK_PRICE]
     bid_size, ask_size = levels[:, :, LEVEL.BID_SIZE], levels[:, :, LEVEL.ASK_SIZE]
-    e = np.zeros(bid.shape)
     with np.errstate(invalid="ignore"):  # NaN prices compare false: no term
-        e[1:] = (
-            np.where(bid[1:] >= bid[:-1], bid_size[1:], 0.0)
-            - np.where(bid[1:] <= bid[:-1], bid_size[:-1], 0.0)
-            - np.where(ask[1:] <= ask[:-1], ask_size[1:], 0.0)
-            + np.where(ask[1:] >= ask[:-1], ask_size[:-1], 0.0)
-        )
-    return e
+        return order_flow_imbalance(bid, bid_size, ask, ask_size)  # the core's per-event formula, per bar and level
 
 
 def _mlofi(market: MarketData, d: int, h: int) -> tuple[np.ndarray, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from foxhunt.data.bars import volume_bars
 from foxhunt.data.catalog import DEFAULT_DATASET, LEARNING_SUITE, DatasetInfo, list_datasets, load_bundled
 from foxhunt.data.config import DataConfig
-from foxhunt.data.dbn import load_dbn
+from foxhunt.data.dbn import load_dbn, order_flow_imbalance
 from foxhunt.data.instrument import PRESETS, InstrumentSpec, preset
 from foxhunt.data.load import load, load_from_config
 from foxhunt.data.market import BOOK, BOOK_LEVELS, FLOW, LEVEL, OHLCV, DataReport, Gap, MarketData
@@ -55,6 +55,7 @@ __all__ = [
     "load_bundled",
     "load_csv",
     "load_dbn",
+    "order_flow_imbalance",
     "load_from_config",
     "load_parquet",
     "market_conditional_mean",
