@@ -45,7 +45,7 @@ import attrs
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import FoxhuntConfig
 from foxhunt.env.tables import PS, RNG, PortfolioObs
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, DataError
 from foxhunt.learner.combiners import unknown_combiner
 from foxhunt.learner.encoders import unknown_encoder
 from foxhunt.plugin.host import PluginHost, config_feature_table
@@ -239,7 +239,11 @@ def machine_problems(config: FoxhuntConfig) -> list[tuple[str, str]]:
         if not torch.cuda.is_available():
             problems.append(("run.device", '"cuda", but torch sees no CUDA GPU; use "cpu" or "auto"'))
     limit = memory_limit(device)
-    estimate = estimate_memory(config)
+    try:
+        estimate = estimate_memory(config)  # its input width comes from the configured feature set
+    except DataError as error:  # an unknown set or name: the same one-paragraph refusal as every other value
+        key = "features.names" if config.features.names else "features.feature_set"
+        return [*problems, (key, str(error))]
     if limit is not None and estimate.total > limit[0]:
         saved = {key: estimate.total - estimate_memory(halve(config)).total for key, halve in SIZE_KEYS.items()}
         key = max(saved, key=saved.__getitem__)

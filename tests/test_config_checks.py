@@ -42,6 +42,7 @@ REFUSED = [  # (--set override, the key the paragraph must name, a phrase of the
     ("learner.gamma=nan", "learner.gamma", "must be >= 0.0"),
     ("learner.max_grad_norm=inf", "learner.max_grad_norm", "must be finite"),
     ("learner.max_grad_norm=0", "learner.max_grad_norm", "must be > 0"),
+    ('features.feature_set="cuda"', "features.feature_set", "unknown feature set 'cuda'"),
     ("run.seed=99999999999999999999", "run.seed", "must be <= 18446744073709551615"),
     ("run.seed=-1", "run.seed", "must be >= 0"),
     ("learner.lr=inf", "learner.lr", "must be finite"),

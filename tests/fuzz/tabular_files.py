@@ -228,7 +228,9 @@ def mutate_table(names: list[str], columns: list[pa.Array], mutations: list[tupl
         if kind == "null" and height:
             c, r = args[1] % width, args[0] % height
             mask = pa.array(np.arange(height) == r)
-            columns[c] = pc.if_else(mask, pa.scalar(None, columns[c].type), columns[c])
+            # a null array, not pa.scalar(None, type): pyarrow cannot build a null scalar of every type
+            # (dictionary<decimal128> raised ArrowNotImplementedError while generating a case)
+            columns[c] = pc.if_else(mask, pa.nulls(height, columns[c].type), columns[c])
         elif kind == "value" and height and (pa.types.is_floating(columns[args[1] % width].type)):
             c, r = args[1] % width, args[0] % height
             values = columns[c].to_numpy(zero_copy_only=False).astype(np.float64)
