@@ -1,4 +1,5 @@
-"""Synthetic markets: determinism, valid bars, and the planted oracle against its closed form."""
+"""Synthetic markets: determinism, valid bars, intrabar extremes against simulated Brownian bridges, and the
+planted oracle against its closed form."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from hypothesis import strategies as st
 
 from foxhunt.data import OHLCV, Regime, load, oracle_positions, oracle_sharpe, planted_sharpe, regime_states
 from foxhunt.data.synthetic import generate, parse_spec, planted_beta
+from foxhunt.data.synthetic.markets import bridge_extremes
+from foxhunt.data.synthetic.spec import SYNTHETIC_FX_INSTRUMENT
 from foxhunt.errors import DataError
 
 
@@ -101,3 +104,42 @@ def test_spec_errors(text, message):
 def test_oracle_needs_a_planted_market():
     with pytest.raises(DataError, match="not a synthetic:planted market"):
         oracle_positions(load("synthetic:regime?bars=100"))
+
+
+def _simulated_bridge_extremes(end: float, scale: float, paths: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 reference: the max and min of discretised Brownian bridges from 0 to ``end`` with variance
+    ``scale**2`` over the bar (a Brownian motion with the endpoint's deviation removed linearly)."""
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.standard_normal((paths, steps)) * scale / np.sqrt(steps), axis=1)
+    time = np.arange(1, steps + 1) / steps
+    bridge = walk - time * (walk[:, -1:] - end)
+    return np.maximum(bridge.max(axis=1), max(0.0, end)), np.minimum(bridge.min(axis=1), min(0.0, end))
+
+
+@pytest.mark.parametrize("end", [-1.5, 0.0, 0.7])
+def test_bar_extremes_follow_the_brownian_bridge(end):
+    # The closed-form draw against simulated bridges: the discretised path misses a little of the true extreme
+    # (about 0.58 scale / sqrt(steps) = 0.02 here), so the tolerance is 0.05 scale.
+    scale, draws = 1.0, 100_000
+    uniforms = 1.0 - np.random.default_rng(7).random((2, draws))
+    highest, lowest = bridge_extremes(np.full(draws, end), np.full(draws, scale), uniforms)
+    simulated_high, simulated_low = _simulated_bridge_extremes(end, scale, 4000, 1000, seed=11)
+    assert (highest >= max(0.0, end)).all() and (lowest <= min(0.0, end)).all()
+    for q in (0.1, 0.5, 0.9):
+        assert abs(np.quantile(highest, q) - np.quantile(simulated_high, q)) < 0.05
+        assert abs(np.quantile(lowest, q) - np.quantile(simulated_low, q)) < 0.05
+
+
+def test_a_resting_limit_order_earns_nothing_on_a_random_walk():
+    # A buy resting under the decision bar's close fills when the next bar trades through it
+    # (docs/fill-model.md). On a random walk what the close does after that fill must be a fair game. Highs and
+    # lows drawn apart from the close (the previous generator) handed fills their offset: at a quarter of the
+    # bar's scale, +6.9 ticks a fill, 22 standard errors; on the bridge it is within noise.
+    tick = SYNTHETIC_FX_INSTRUMENT.tick_size
+    market = load("synthetic:randomwalk?bars=200000&seed=3")
+    offset = 0.25 * 0.001 * 1.1  # a quarter of the default vol, at the default price: about 27 ticks
+    o, h, l, c = (market.ohlcv[1:, f] for f in (OHLCV.OPEN, OHLCV.HIGH, OHLCV.LOW, OHLCV.CLOSE))
+    for side, limit, filled in ((1.0, o - offset, l < o - offset), (-1.0, o + offset, h > o + offset)):
+        gain = side * (c[filled] - limit[filled]) / tick  # per contract, in ticks
+        assert 0.75 < filled.mean() < 0.9  # a bridge crosses a quarter of its scale about 5 times in 6
+        assert abs(gain.mean()) < 4 * gain.std() / np.sqrt(filled.sum())  # 4 standard errors: about 1.3 ticks

@@ -1,21 +1,27 @@
 """The agent learns: out of sample, after costs, it finds planted signals and leaves noise alone.
 
-- Planted EMA-momentum market: the median of three seeds reaches half the oracle's Sharpe.
-- AR(1) market of the learning suite (phi 0.2): every seed makes money, and the median reaches half the
-  oracle's Sharpe under the same physics (measured, seeds 1-5 of this config: agent/oracle 1.09, 1.53, 0.42,
-  2.05, 0.32 — median 1.09, interquartile range 0.42-1.53; a PopArt change that brought the median to 0.30
-  fails it).
-- Driftless random walk: the agent trades far less than a policy that reverses its position every bar (measured,
-  seeds 1-5: 0.07, 0.21, 0.04, 0.21, 0.18 of that churner's turnover — median 0.18).
+Measured on the synthetic bars whose highs and lows come from a Brownian bridge (docs/data.md), seeds 1-5 of
+this config:
+- Planted EMA-momentum market: agent/oracle -0.34, 0.69, 0.89, 0.84, 0.84 (median 0.84).
+- AR(1) market of the learning suite (phi 0.2): agent/oracle 0.19, 1.16, 0.00 (no trade), 1.42, 0.61 (median
+  0.61, interquartile range 0.19-1.16). On the earlier bars, whose limit orders filled for free, it was 1.09,
+  1.53, 0.42, 2.05, 0.32, and a PopArt change that brought that median to 0.30 failed the test.
+- Driftless random walk: turnover 0.03, 0.07, 0.00, 0.15, 0.16 of a policy that reverses its position every
+  bar (median 0.07).
 
-The thresholds sit below the measured spread so that they fail when learning regresses, not on a seed's luck;
-the CPU path is bit-reproducible, so a given commit always gives the same figures.
+So on each signal market the median of the five seeds must reach half the oracle and at most one seed may fail
+to make money; on the random walk the median turnover must stay under CHURN_FRACTION of the churner's. One short
+run's result varies with the seed (the market and the agent), which is why the bar is on five seeds' median.
+The thresholds sit at or below the measured medians so that they fail when learning regresses; the CPU path is
+bit-reproducible, so a given commit always gives the same figures.
 
 The config names its feature set (`ohlcv`, the twenty inputs), its learning rate (3e-4), batch (128) and ε decay
 (0.5), and turns the replay's mirror off, because the figures above were measured that way (the CPU profile's
 values, docs/tune.md "The defaults study", are for the default 3 folds x 4 epochs): the test guards the update path against regressions, at a config where one
-short run learns. With the mirror on, this one epoch is too short for some seeds to start trading (measured, seeds
-1-4 with `ohlcv` and the mirror: AR(1) 0.46, 0.81, 0.00 with no trade, 1.48; planted, seeds 1-5: 0.52, 0.98, 0.91,
+short run learns. On the bridge bars, AR(1) seeds 1-5 with the `horizons` inputs gave 0.18, 2.17, 0.00 (no trade),
+1.07, 0.45, and without the CQL term (`plugins.static.cql_alpha=0`) 0.33, 1.27, -0.02, 1.16, 0.07: neither helps
+the seed that never trades. Measured on the earlier bars: with the mirror on, this one epoch is too short for
+some seeds to start trading (seeds 1-4 with `ohlcv` and the mirror: AR(1) 0.46, 0.81, 0.00 with no trade, 1.48; planted, seeds 1-5: 0.52, 0.98, 0.91,
 0.97, 0.00 with no trade).
 This one short epoch under-trains rather than over-fits, and there smaller input sets do worse too (measured,
 seeds 1-5 with `minimal`: AR(1) -0.37, 0.72, 0.35, 1.11, 0.20; planted 0.33, 0.99, 0.47, 0.84, 0.59; seeds 1-3
@@ -48,14 +54,14 @@ from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
 
 # One fold, one epoch, reported on the test window after validation (out of sample), 300 steps of 32
-# environments: about 7 s per run on 2 cores once the kernels are compiled. One short run's result varies
-# with the seed (both the market and the agent), so the bar is on the median of three seeds.
-SEEDS = (1, 2, 3)
+# environments: about 7-20 s per run on 2 cores once the kernels are compiled.
+SEEDS = (1, 2, 3, 4, 5)
+MOST_LOSERS = 1  # signal markets: seeds of SEEDS allowed to end without a profit (a loss or no trade)
 FRACTION = 0.5
 
 
 SIGNAL_FRACTION = 0.5  # AR(1): median agent/oracle over SEEDS
-CHURN_FRACTION = 0.35  # random walk: median turnover as a fraction of the every-bar churner's
+CHURN_FRACTION = 0.25  # random walk: median turnover as a fraction of the every-bar churner's
 
 
 def config(seed: int, source: str = "synthetic:planted?bars=2000"):
@@ -99,16 +105,16 @@ def trained(seed: int, source: str, tmp_path: Path) -> tuple[Trainer, dict, tupl
 
 
 def assert_median_oracle_fraction(tmp_path: Path, source: str, oracle_of, fraction: float) -> None:
-    """Every seed makes money out of sample, and the median agent/oracle Sharpe reaches ``fraction``."""
+    """At most MOST_LOSERS seeds end without a profit out of sample, and the median agent/oracle reaches ``fraction``."""
     ratios, lines = [], []
     for seed in SEEDS:
         trainer, summary, window = trained(seed, source, tmp_path)
         oracle = oracle_of(trainer, window)
         agent = summary["overall"]["agent"]["sharpe"]
         assert oracle > 1.5  # the signal pays on these bars, so the bar below means something
-        assert agent > 0.0, f"seed {seed}: the agent lost money out of sample (Sharpe {agent:.2f}, oracle {oracle:.2f})"
         ratios.append(agent / oracle)
         lines.append(f"seed {seed}: agent {agent:.2f}, oracle {oracle:.2f}, ratio {agent / oracle:.2f}")
+    assert sum(ratio <= 0.0 for ratio in ratios) <= MOST_LOSERS, "no profit out of sample: " + "; ".join(lines)
     assert float(np.median(ratios)) >= fraction, "; ".join(lines)
 
 

@@ -1,7 +1,7 @@
 """Generating a synthetic market from its spec: log returns per kind, bars, timestamps.
 
 Every kind draws from ``numpy.random.default_rng(seed)`` in a fixed order (the
-returns, then the bars' high/low excursions and volumes), so the same spec gives
+returns, then the bars' intrabar extremes and volumes), so the same spec gives
 the same bytes. The models (docs/data.md has them with their oracles):
 
 - ``planted``: returns fed back through their own EMA (``planted.py``);
@@ -29,7 +29,7 @@ from foxhunt.data.synthetic.spec import SyntheticSpec, instrument_for, parse_spe
 from foxhunt.data.validate import bar_frequency, bars_per_year, plain_row_label
 from foxhunt.errors import DataError
 
-__all__ = ["Regime", "Trend", "REGIME_PARAMETERS", "TREND_PARAMETERS", "state_moments", "log_returns", "generate", "regime_states", "trend_states"]
+__all__ = ["Regime", "Trend", "REGIME_PARAMETERS", "TREND_PARAMETERS", "state_moments", "log_returns", "bridge_extremes", "generate", "regime_states", "trend_states"]
 
 _DAY_NS = 86_400 * 10**9
 _LAST_NS = int(np.datetime64("2262-01-01", "ns").view(np.int64))
@@ -114,23 +114,48 @@ def state_moments(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray]:
 
 def log_returns(spec: SyntheticSpec) -> tuple[np.ndarray, np.random.Generator]:
     """The market's log returns (``r[0] = 0``) and the generator, positioned for the bars' other draws."""
+    returns, _, rng = _returns_and_scales(spec)
+    return returns, rng
+
+
+def _returns_and_scales(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """The log returns, each bar's innovation scale (the intrabar diffusion's standard deviation over the bar)
+    and the generator, positioned after the returns' draws."""
     rng = np.random.default_rng(spec.seed)
     if spec.kind in ("regime", "trend"):
         path = _hidden_path(spec, rng)
         mean, scale = state_moments(spec)
         returns = mean[path] + scale[path] * rng.standard_normal(spec.bars)
         returns[0] = 0.0
-        return returns, rng
+        return returns, scale[path], rng
+    scales = np.full(spec.bars, spec.vol)
     noise = rng.standard_normal(spec.bars) * spec.vol
     if spec.kind == "planted":
-        return planted_returns(noise, planted_beta(spec.snr, spec.memory), spec.memory), rng
+        return planted_returns(noise, planted_beta(spec.snr, spec.memory), spec.memory), scales, rng
     if spec.kind == "ar1":
-        return _autoregression(noise, spec.phi), rng
+        return _autoregression(noise, spec.phi), scales, rng
     if spec.kind == "meanrev":
         deviation = _autoregression(noise, 1.0 - spec.kappa)  # log price minus the level, 0 at the first bar
-        return np.r_[0.0, np.diff(deviation)], rng
+        return np.r_[0.0, np.diff(deviation)], scales, rng
     noise[0] = 0.0  # randomwalk
-    return noise, rng
+    return noise, scales, rng
+
+
+def bridge_extremes(returns: np.ndarray, scales: np.ndarray, uniforms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each bar's highest and lowest log price relative to its open, drawn from a Brownian bridge.
+
+    Inside a bar the log price is taken to be a Brownian motion of variance ``scale**2`` over the bar, pinned
+    at 0 (the open) and at ``return`` (the close). Given both ends its maximum ``M`` has
+    ``P(M >= m) = exp(-2 m (m - b) / s**2)`` for ``m >= max(0, b)`` (and the minimum the mirror image), so
+    ``M = (b + sqrt(b**2 - 2 s**2 ln U)) / 2`` for a uniform ``U`` in (0, 1]. A resting limit order is then
+    filled exactly when the path crosses its price, and what the close does after that crossing is a fair
+    game: the fill carries the adverse selection a continuous market has. An excursion drawn independently
+    of the close (the previous generator) filled nearly every limit order at the improved price, which made
+    a PASSIVE limit order free under ``SYNTHFX`` and let an agent profit from churning a random walk.
+    ``uniforms`` is ``[2, bars]`` in (0, 1] (the maximum's, then the minimum's).
+    """
+    spread = np.sqrt(returns**2 - 2.0 * scales**2 * np.log(uniforms))
+    return (returns + spread[0]) / 2.0, (returns - spread[1]) / 2.0
 
 
 def regime_states(market: MarketData) -> np.ndarray:
@@ -149,19 +174,22 @@ def generate(spec: SyntheticSpec | str, instrument: InstrumentSpec | str | None 
     """Generate the market a spec describes; same spec, same bytes.
 
     Bars are continuous (each open is the previous close) so that a decision at a
-    bar's close fills at the price the oracle is credited with. Highs and lows add
-    a half-normal excursion beyond the open/close range.
+    bar's close fills at the price the oracle is credited with. Highs and lows are
+    the extremes of a Brownian bridge from the open to the close
+    (:func:`bridge_extremes`), so a limit order's fill is as informative as in a
+    continuous market.
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
-    returns, rng = log_returns(spec)
+    returns, scales, rng = _returns_and_scales(spec)
     close = spec.price * np.exp(np.cumsum(returns))
     open_ = np.r_[spec.price, close[:-1]]
-    excursion = np.abs(rng.standard_normal((2, spec.bars))) * spec.vol * 0.5
+    highest, lowest = bridge_extremes(returns, scales, 1.0 - rng.random((2, spec.bars)))  # (0, 1]: finite logs
     ohlcv = np.empty((spec.bars, OHLCV.size()))
     ohlcv[:, OHLCV.OPEN] = open_
     ohlcv[:, OHLCV.CLOSE] = close
-    ohlcv[:, OHLCV.HIGH] = np.maximum(open_, close) * np.exp(excursion[0])
-    ohlcv[:, OHLCV.LOW] = np.minimum(open_, close) * np.exp(-excursion[1])
+    # the bridge's extremes hold the open and the close in [low, high]; max/min keep it so in floating point
+    ohlcv[:, OHLCV.HIGH] = np.maximum(np.maximum(open_, close), open_ * np.exp(highest))
+    ohlcv[:, OHLCV.LOW] = np.minimum(np.minimum(open_, close), open_ * np.exp(lowest))
     ohlcv[:, OHLCV.VOLUME] = np.round(1000.0 * (1.0 + np.abs(returns) / spec.vol) * rng.lognormal(0.0, 0.3, spec.bars))
     ns = _timestamps(spec)
     if instrument is None:
