@@ -25,7 +25,7 @@ def test_a_cpu_run_gets_the_studys_values_and_the_class_sizes() -> None:
     assert (config.env.n_envs, config.learner.compile) == (64, False)
     assert config.learner.batch_size == PROFILES["cpu"]["learner.batch_size"] == 256
     assert config.learner.lr == PROFILES["cpu"]["learner.lr"]
-    assert config.features.feature_set == "ohlcv"
+    assert config.features.feature_set == "horizons"  # the class default: docs/tune.md, "After the limit-order fix"
     # plugin values are defaults beneath the plugin's own section, never a section of their own
     assert config.plugins.settings == {}
     assert config.plugins.profile_settings["mirror"] == {"fraction": PROFILES["cpu"]["plugins.mirror.fraction"]}
