@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import importlib
 import importlib.metadata as metadata
 import inspect
 from typing import Any
@@ -23,7 +24,6 @@ from packaging.version import InvalidVersion, Version
 
 from foxhunt import __version__, contract
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
-from foxhunt.learner import declarations as learner_declarations
 from foxhunt.isv import FINGERPRINT_SLOT, IsvLayout
 from foxhunt.monitoring.monitors import AdaptiveMonitor
 from foxhunt.plugin import core_declarations
@@ -38,7 +38,13 @@ __all__ = ["ENTRY_POINT_GROUP", "Phase", "PluginInfo", "PluginSelection", "Plugi
 
 ENTRY_POINT_GROUP = "foxhunt.plugins"
 LEARNER_PLUGIN_NAME = "foxhunt.learner"  # the learner's state entries, declared as part of the core
-CORE_PLUGIN_NAMES = (core_declarations.CORE_PLUGIN_NAME, LEARNER_PLUGIN_NAME)
+# The core's own plugins, registered by module name before any entry point (as pytest registers its built-ins
+# from a list of names): the host names the subsystems that declare state, and imports none of them itself.
+CORE_PLUGINS: tuple[tuple[str, str], ...] = (
+    (core_declarations.CORE_PLUGIN_NAME, "foxhunt.plugin.core_declarations"),
+    (LEARNER_PLUGIN_NAME, "foxhunt.learner.declarations"),
+)
+CORE_PLUGIN_NAMES = tuple(name for name, _ in CORE_PLUGINS)
 HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("foxhunt_"))
 log = structlog.get_logger(__name__)
 
@@ -161,9 +167,10 @@ class PluginHost:
         return cls(PluginSelection(only=names or (core_declarations.CORE_PLUGIN_NAME,)))
 
     def add_core(self) -> None:
-        """Register the core's own declarations (the trainer's and the learner's); ``discover`` does this first."""
-        self.add_plugin(core_declarations, core_declarations.CORE_PLUGIN_NAME, distribution="foxhunt", version=__version__)
-        self.add_plugin(learner_declarations, LEARNER_PLUGIN_NAME, distribution="foxhunt", version=__version__)
+        """Register the core's own declarations (:data:`CORE_PLUGINS`: the trainer's and the learner's);
+        ``discover`` does this first."""
+        for name, module in CORE_PLUGINS:
+            self.add_plugin(importlib.import_module(module), name, distribution="foxhunt", version=__version__)
 
     def add_plugin(self, plugin: Any, name: str, *, distribution: str = "(in-process)", version: str = "0") -> None:
         """Register a plugin object directly (tests, the authoring kit, the core's own declarations)."""
