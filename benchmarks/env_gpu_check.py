@@ -13,7 +13,8 @@ import torch
 
 from foxhunt.actions import branch_sizes
 from foxhunt.data.instrument import preset
-from foxhunt.env import PS, BranchExplorer, EnvConfig, VectorEnv
+from foxhunt.env import PS, EnvConfig, VectorEnv
+from foxhunt.learner import BranchExplorer
 
 __all__ = ["main"]
 

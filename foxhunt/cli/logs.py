@@ -19,8 +19,9 @@ def _summarise_diagnostics(logger: object, method: str, event: dict) -> dict:
     return event
 
 
-def configure_logging(*, debug: bool = False, json_logs: bool | None = None) -> None:
-    """Console rendering on a terminal, JSON lines otherwise; DEBUG with ``--debug``, else INFO.
+def configure_logging(*, debug: bool = False, json_logs: bool | None = None, level: int | None = None) -> None:
+    """Console rendering on a terminal, JSON lines otherwise; DEBUG with ``--debug``, else INFO, or ``level``
+    (a :mod:`logging` level) when given.
 
     Logs go to stderr so that ``--json`` output on stdout stays machine-readable.
     """
@@ -37,7 +38,7 @@ def configure_logging(*, debug: bool = False, json_logs: bool | None = None) -> 
         processors += [_summarise_diagnostics, structlog.dev.ConsoleRenderer()]
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if debug else logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(level if level is not None else logging.DEBUG if debug else logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -88,8 +88,11 @@ def _run_workers(spec, *, executor, workers, ray_address, trials, timeout, seed,
 
     start_study(spec)  # before any worker: each finds the study, its base config and space in the storage
     before = {trial.number for trial in load_study(spec.name, spec.storage).trials}
+    # Workers log warnings only: each runs whole trainings, whose info lines would bury the per-trial lines.
+    debug = click.get_current_context().meta.get("foxhunt.debug", False)
     jobs = worker_jobs(spec.name, spec.directory, spec.storage, trials=trials, workers=workers,
-                       threads=max(1, spec.base.run.threads), timeout=timeout, seed=seed, device=device)
+                       threads=max(1, spec.base.run.threads), timeout=timeout, seed=seed, device=device,
+                       log_level="debug" if debug else "warning")
     gpu = device_name(device or spec.base.run.device) == "cuda"
     console.print(f"study {spec.name}: {spec.direction} validation {spec.metric}; storage {spec.storage}")
     if spec.sources:

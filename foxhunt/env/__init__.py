@@ -1,4 +1,5 @@
-"""The vectorised futures environment, its scalar reference, exploration and the backtest.
+"""The vectorised futures environment, its scalar reference and the backtest (exploration is the agent's:
+:mod:`foxhunt.learner.exploration`).
 
 See ``docs/fill-model.md`` for the physics and ``docs/kernels.md`` for how the
 step kernel runs on the CPU and on CUDA.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 from foxhunt.env.backtest import BacktestReport, BacktestResult, backtest, backtest_with_baselines, constant_policy
 from foxhunt.env.config import EnvConfig, physics_params
-from foxhunt.env.exploration import BranchExplorer, boltzmann, epsilon_greedy
 from foxhunt.env.oracle import ThresholdPolicy, oracle_backtest, oracle_policy, oracle_targets
 from foxhunt.env.kernel import ENV_RESET, ENV_SIGNALS, ENV_STEP, run_env_reset, run_env_step
 from foxhunt.env.reference import ReferenceEnv
@@ -18,7 +18,6 @@ from foxhunt.env.vector import VectorEnv, env_keys
 __all__ = [
     "BacktestReport",
     "BacktestResult",
-    "BranchExplorer",
     "ENV_RESET",
     "ENV_SIGNALS",
     "ENV_STEP",
@@ -33,10 +32,8 @@ __all__ = [
     "VectorEnv",
     "backtest",
     "backtest_with_baselines",
-    "boltzmann",
     "constant_policy",
     "env_keys",
-    "epsilon_greedy",
     "oracle_backtest",
     "oracle_policy",
     "oracle_targets",

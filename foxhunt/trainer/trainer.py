@@ -34,7 +34,7 @@ from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.plugin.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
-from foxhunt.env.exploration import BranchExplorer
+from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv

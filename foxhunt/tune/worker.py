@@ -9,6 +9,10 @@ collide, and the heartbeats mark a killed worker's trial failed.
 
 Exit codes are those of ``foxhunt train`` (:mod:`foxhunt.cli.common`): 0 the worker ran its share, 2 a
 foxhunt error (printed as one paragraph), 3 stopped early by SIGTERM or Ctrl-C, 1 a bug (a traceback).
+
+A worker logs warnings and errors only (``log_level``, ``--debug`` on ``foxhunt tune`` makes it ``debug``):
+every worker runs every trial's training, whose info lines (about 45 a run) would bury the one line per
+trial that each worker prints.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["SEED_STRIDE", "WorkerJob", "run_worker", "main"]
+__all__ = ["SEED_STRIDE", "LOG_LEVELS", "WorkerJob", "run_worker", "configure_worker_logging", "main"]
 
 # Worker k's sampler seed is seed + k * SEED_STRIDE: workers that open the study at the same moment see the
 # same stored-trial count (the seed's offset, foxhunt.tune.study._open) and would otherwise draw the same
 # random start-up trials. The stride is far above any trial count, so worker seeds never meet.
 SEED_STRIDE = 1_000_003
+LOG_LEVELS = ("debug", "info", "warning")
 
 
 @attrs.frozen
@@ -39,6 +44,7 @@ class WorkerJob:
     timeout: float | None = None
     seed: int = 0
     device: str | None = None
+    log_level: str = attrs.field(default="warning", validator=attrs.validators.in_(LOG_LEVELS))
 
     def command(self, python: str | None = None) -> list[str]:
         """The argv of this worker as a process of its own."""
@@ -49,7 +55,17 @@ class WorkerJob:
             argv += ["--timeout", repr(self.timeout)]
         if self.device is not None:
             argv += ["--device", self.device]
-        return argv
+        return argv + ["--log-level", self.log_level]
+
+
+def configure_worker_logging(job: WorkerJob) -> None:
+    """A worker's process logs at ``job.log_level`` (to stderr, as `foxhunt tune` does). Called by the process
+    that runs the worker (this module's ``main``, a Ray task's body), never by the library."""
+    import logging
+
+    from foxhunt.cli.logs import configure_logging
+
+    configure_logging(level=getattr(logging, job.log_level.upper()))
 
 
 def run_worker(job: WorkerJob, user_stop=None) -> int:
@@ -90,14 +106,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     args = parser.parse_args(argv)
-    # A program, not the library: this process may configure logging (to stderr, as `foxhunt tune` does).
-    from foxhunt.cli.logs import configure_logging
     from foxhunt.trainer.interrupt import StopFlag
 
-    configure_logging(debug=False)
     job = WorkerJob(args.study, args.directory, args.storage, args.trials, args.index, args.threads, args.timeout,
-                    args.seed, args.device)
+                    args.seed, args.device, args.log_level)
+    configure_worker_logging(job)  # a program, not the library: this process may configure logging
     with StopFlag() as stop:  # Ctrl-C on the terminal reaches every worker: each stops at its epoch boundary
         code = run_worker(job, stop)
     sys.exit(code)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from foxhunt.sweep.local import trial_environment
-from foxhunt.tune.worker import WorkerJob, run_worker
+from foxhunt.tune.worker import WorkerJob, configure_worker_logging, run_worker
 
 __all__ = ["shares", "worker_jobs", "run_local", "run_ray"]
 
@@ -42,9 +42,10 @@ def shares(trials: int, workers: int) -> list[int]:
 
 
 def worker_jobs(study: str, directory: Path, storage: str, *, trials: int, workers: int, threads: int = 1,
-                timeout: float | None = None, seed: int = 0, device: str | None = None) -> list[WorkerJob]:
+                timeout: float | None = None, seed: int = 0, device: str | None = None,
+                log_level: str = "warning") -> list[WorkerJob]:
     """One job per worker, each with its share of ``trials``."""
-    return [WorkerJob(study, Path(directory).absolute(), storage, share, k, threads, timeout, seed, device)
+    return [WorkerJob(study, Path(directory).absolute(), storage, share, k, threads, timeout, seed, device, log_level)
             for k, share in enumerate(shares(trials, workers))]
 
 
@@ -78,6 +79,7 @@ def _run_on_node(job: WorkerJob) -> str | None:
                 "node mounts at the same path (docs/tune.md)")
     # numba's workqueue pool, as the foxhunt program picks it (foxhunt.cli.main), before the first trial starts numba
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+    configure_worker_logging(job)  # the Ray worker process runs this task as its program
     returncode = run_worker(job)
     return None if returncode == 0 else f"{_exit_reason(returncode)} on node {host} (its output above says why)"
 

@@ -15,11 +15,12 @@ from types import ModuleType
 import numba
 import optuna
 import pytest
+import structlog
 import torch
 
 from foxhunt.tune import study as study_module
 from foxhunt.tune.study import default_storage, load_study
-from foxhunt.tune.worker import SEED_STRIDE, WorkerJob, run_worker
+from foxhunt.tune.worker import SEED_STRIDE, WorkerJob, configure_worker_logging, run_worker
 from foxhunt.tune.workers import shares, worker_jobs
 
 SPACE = """
@@ -43,6 +44,25 @@ def test_the_trials_are_split_exactly(trials: int, workers: int, expected: list[
     jobs = worker_jobs("s", Path("d"), "sqlite:///d/study.db", trials=trials, workers=workers, seed=4)
     assert [job.trials for job in jobs] == expected and [job.index for job in jobs] == list(range(len(expected)))
     assert "--index" in jobs[-1].command() and jobs[-1].command()[jobs[-1].command().index("--seed") + 1] == "4"
+
+
+def test_a_worker_logs_warnings_only_unless_tune_was_asked_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    quiet = worker_jobs("s", Path("d"), "sqlite:///d/study.db", trials=2, workers=2)
+    loud = worker_jobs("s", Path("d"), "sqlite:///d/study.db", trials=2, workers=2, log_level="debug")
+    assert all(job.command()[-2:] == ["--log-level", "warning"] for job in quiet)
+    assert all(job.command()[-2:] == ["--log-level", "debug"] for job in loud)
+    try:
+        configure_worker_logging(quiet[0])
+        log = structlog.get_logger("a.trial")
+        log.info("fold boundary", reset=28)
+        log.warning("backtest_margin_call", calls=2)
+        err = capsys.readouterr().err
+        assert "backtest_margin_call" in err and "fold boundary" not in err
+        configure_worker_logging(loud[0])
+        log.debug("plugins frozen")
+        assert "plugins frozen" in capsys.readouterr().err
+    finally:
+        structlog.reset_defaults()
 
 
 def test_each_worker_seeds_its_own_sampler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -88,9 +108,13 @@ def check_study(result, directory: Path) -> None:
     assert f"best: trial {best.number}, sharpe {best.value:+.4f}" in result.output
 
 
-def test_two_local_worker_processes_share_the_trials(tmp_path: Path, testkit: ModuleType, warm_cache: Path) -> None:
+def test_two_local_worker_processes_share_the_trials(tmp_path: Path, testkit: ModuleType, warm_cache: Path,
+                                                    capfd: pytest.CaptureFixture[str]) -> None:
     result, directory = run_tune(testkit, tmp_path)
     check_study(result, directory)
+    # the worker processes write to this process's descriptors: one line per trial, and no training's info lines
+    out, err = capfd.readouterr()
+    assert out.count(" complete: ") == TRIALS and "fold boundary" not in err + out
     # a resume with one worker runs in this process, on the same study
     again = testkit.invoke("tune", "--study", "par", "--dir", str(directory), "--trials", "1", "--device", "cpu")
     assert again.exit_code == 0, again.output + again.stderr
