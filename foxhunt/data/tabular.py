@@ -310,8 +310,10 @@ def _read_csv(path: Path, source: str, layout: TextLayout, colmap: ColumnMap, *,
     try:
         table = pv.read_csv(
             path,
+            # The layout's names, never the file's own header: the sniffer strips each name of white space
+            # (a header cell of '\x0c' is the name ''), and pyarrow must look the needed columns up by those.
             read_options=pv.ReadOptions(
-                skip_rows=layout.skip_lines, column_names=None if layout.header else list(layout.names)
+                skip_rows=layout.skip_lines + (1 if layout.header else 0), column_names=list(layout.names)
             ),
             parse_options=pv.ParseOptions(
                 delimiter=layout.delimiter, invalid_row_handler=on_invalid, ignore_empty_lines=False

@@ -47,6 +47,16 @@ def test_pandas_to_csv_with_an_unnamed_index_of_times(tmp_path):
     assert ("time", "(unnamed column 1)") in market.report.columns
 
 
+@pytest.mark.parametrize("blank", ["\x0c", " ", "\t"])
+def test_header_names_padded_with_white_space_are_read_by_their_stripped_names(tmp_path, blank):
+    """A first header cell of white space is pandas' unnamed index, and ' Close ' is 'Close': the reader must
+    look the columns up by the names the sniffer gave them (hypothesis found a form feed raising pyarrow's
+    KeyError)."""
+    header = f"{blank},Open ,{blank}High,Low,Close{blank},Volume"
+    market = load(write(tmp_path, "padded.csv", [header, *rows([f"2017-01-02 0{h}:00:00" for h in range(3)])]))
+    assert_bars(market)
+
+
 def test_banner_and_comment_lines_above_the_header_are_skipped_and_reported(tmp_path):
     banner = "https://www.CryptoDataDownload.com"
     lines = [banner, "# exported 2017-01-03", "", "date,open,high,low,close,volume",
