@@ -14,7 +14,7 @@ import torch
 from foxhunt.actions import branch_sizes
 from foxhunt.data.instrument import preset
 from foxhunt.env import PS, EnvConfig, VectorEnv
-from foxhunt.learner import BranchExplorer
+from foxhunt.learner.exploration import BranchExplorer
 
 __all__ = ["main"]
 

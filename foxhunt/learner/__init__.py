@@ -1,10 +1,13 @@
-"""The learner: branching dueling distributional Q-network, budgeted loss components, optimisation, replay."""
+"""The learner: branching dueling distributional Q-network, budgeted loss components, optimisation, replay.
+
+The agent's exploration is :mod:`foxhunt.learner.exploration`, imported from there: its counter hash is a numba
+device function, and ``import foxhunt.learner`` (which the pytest plugin does) must not load numba.
+"""
 
 from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, budget_clip, combine, select_combiner
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
 from foxhunt.learner.encoders import MLP_ENCODER, IdentityEncoder, select_encoder, window_input
-from foxhunt.learner.exploration import BranchExplorer, boltzmann, counter_uniform, epsilon_greedy
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.learner.learner import Learner
@@ -16,10 +19,6 @@ from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 
 __all__ = [
-    "BranchExplorer",
-    "boltzmann",
-    "counter_uniform",
-    "epsilon_greedy",
     "Batch",
     "BUDGETED_SUM",
     "BranchingNetwork",

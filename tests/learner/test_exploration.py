@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from foxhunt.actions import Branch, branch_sizes
-from foxhunt.learner import BranchExplorer
+from foxhunt.learner.exploration import BranchExplorer
 
 N = 4096
 
