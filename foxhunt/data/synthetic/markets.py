@@ -150,8 +150,8 @@ def bridge_extremes(returns: np.ndarray, scales: np.ndarray, uniforms: np.ndarra
     ``M = (b + sqrt(b**2 - 2 s**2 ln U)) / 2`` for a uniform ``U`` in (0, 1]. A resting limit order is then
     filled exactly when the path crosses its price, and what the close does after that crossing is a fair
     game: the fill carries the adverse selection a continuous market has. An excursion drawn independently
-    of the close (the previous generator) filled nearly every limit order at the improved price, which made
-    a PASSIVE limit order free under ``SYNTHFX`` and let an agent profit from churning a random walk.
+    of the close would fill nearly every limit order at its improved price, making a PASSIVE limit order
+    free under ``SYNTHFX`` and a random walk profitable to churn.
     ``uniforms`` is ``[2, bars]`` in (0, 1] (the maximum's, then the minimum's).
     """
     spread = np.sqrt(returns**2 - 2.0 * scales**2 * np.log(uniforms))
