@@ -157,14 +157,14 @@ def test_plugin_entry_points_need_rows(hook, project, capsys):
 
         [project.entry-points."foxhunt.plugins"]
         c51 = "foxhunt_plugins.losses.c51"
-        "kelly-cap" = "foxhunt_plugins.kelly"
+        "tau" = "foxhunt_plugins.adaptive.tau"
 
         [tool.other]
         x = 1
         """,
     )
     assert hook.main(["pyproject.toml"]) == 1
-    assert capsys.readouterr().out == missing("pyproject.toml", 7, "kelly-cap", "plugin")
+    assert capsys.readouterr().out == missing("pyproject.toml", 7, "tau", "plugin")
 
 
 def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
