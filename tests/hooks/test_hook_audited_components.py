@@ -11,8 +11,8 @@ TABLE = """\
 
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|
-| `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/plugins/test_c51.py |
-| `tau_adapt` | kernel | foxhunt_plugins.adaptive | wired | tests/plugins/test_adaptive.py |
+| `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/builtin_plugins/test_c51.py |
+| `tau_adapt` | kernel | foxhunt_plugins.adaptive | wired | tests/builtin_plugins/test_adaptive.py |
 """
 
 
@@ -180,11 +180,11 @@ def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
 
 def test_test_files_are_skipped(hook, project, capsys):
     fake = 'LossComponent(name="fake_for_test", budget=1.0, loss=len, description="x")\n'
-    write(project / "tests/plugins/helpers.py", fake)
+    write(project / "tests/builtin_plugins/helpers.py", fake)
     write(project / "foxhunt_plugins/test_fake.py", fake)
     write(project / "conftest.py", fake)
 
-    assert hook.main(["tests/plugins/helpers.py", "foxhunt_plugins/test_fake.py", "conftest.py"]) == 0
+    assert hook.main(["tests/builtin_plugins/helpers.py", "foxhunt_plugins/test_fake.py", "conftest.py"]) == 0
     assert capsys.readouterr().out == ""
 
 
