@@ -23,7 +23,7 @@ unset NUMBA_ENABLE_CUDASIM
 nvidia-smi -L
 python3 -c "import numpy, numba, torch; print('numpy', numpy.__version__, numpy.__file__, 'numba', numba.__version__, 'torch', torch.__version__)"
 
-python3 -m pytest -q -p no:cacheprovider tests/kernels tests/env tests/plugins/test_market_env.py
+python3 -m pytest -q -p no:cacheprovider tests/kernels tests/env tests/builtin_plugins/test_market_env.py
 python3 benchmarks/env_gpu_check.py
 python3 benchmarks/env.py --device cuda
 python3 benchmarks/env.py --device cpu

@@ -50,7 +50,6 @@ __all__ = [
     "GAMMA",
     "EPSILON",
     "EPSILON_FOLD_START",
-    "KELLY_CAP",
     "SUPPORT_CENTER",
     "SUPPORT_HALF_WIDTH",
     "GRAD_BALANCE",
@@ -131,7 +130,6 @@ TAU = "tau.value"
 GAMMA = "gamma.branch"
 EPSILON = "epsilon.branch"
 EPSILON_FOLD_START = "epsilon.fold_start"
-KELLY_CAP = "kelly.cap"
 SUPPORT_CENTER = "support.center"
 SUPPORT_HALF_WIDTH = "support.half_width"
 GRAD_BALANCE = "grad_balance.scale"
@@ -185,7 +183,6 @@ SHARED: tuple[SharedName, ...] = (
     _slot(GAMMA, "gamma", "discount per branch", width=_BRANCHES, core_reader="the learner (bootstrap targets)"),
     _slot(EPSILON, "epsilon", "exploration rate per branch", width=_BRANCHES, core_reader="the trainer (exploration)"),
     _slot(EPSILON_FOLD_START, "epsilon", "the step counter at the fold's start (the schedule's origin)"),
-    _slot(KELLY_CAP, "kelly", "cap on the position, a fraction of the maximum"),
     _slot(SUPPORT_CENTER, "support", "centre of the C51 atom support per branch (normalised return units)",
           width=_BRANCHES, core_reader="the learner (atom positions)"),
     _slot(SUPPORT_HALF_WIDTH, "support", "half width of the C51 atom support per branch: atoms span centre ± it",

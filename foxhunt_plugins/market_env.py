@@ -7,7 +7,10 @@ draws new start bars), and returns the step kernel for ``KernelPoint.ENV_STEP``.
 
 The physics itself lives in ``foxhunt.env`` (core, so the backtest and the
 scalar reference can use it without importing a plugin); this plugin is how a
-run selects it. The kernel's ``run(context)`` expects the signals that
+run selects it. That physics holds foxhunt's one Kelly position sizing: each
+environment's Kelly fraction and position cap (``kelly_fraction`` and
+``position_cap`` in ``foxhunt.env.physics``, set by the ``[env] kelly_*`` keys,
+docs/fill-model.md), scaled by the learning-health safety factor there. The kernel's ``run(context)`` expects the signals that
 :class:`foxhunt.env.VectorEnv` puts in its context (``foxhunt.env.kernel.ENV_SIGNALS``).
 """
 

@@ -15,7 +15,7 @@ Components are found statically, without importing anything:
 A component is audited when a markdown table row in ``docs/audits/*.md`` has
 the component's name in backticks as its first cell::
 
-    | `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/plugins/test_c51.py |
+    | `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/builtin_plugins/test_c51.py |
 
 The ``docs/audits/`` folders searched are those of every directory from the
 file's own up to the repository root, so an example plugin kept inside the

@@ -1,4 +1,7 @@
-"""Hypothesis strategies for per-component gradients, shared by the combiner tests (tests/learner, tests/plugins)."""
+"""Hypothesis strategies for per-component gradients, shared by the combiner tests.
+
+Used by tests/learner and tests/builtin_plugins.
+"""
 
 from __future__ import annotations
 

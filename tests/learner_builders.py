@@ -1,4 +1,7 @@
-"""Small learners and a frozen host with the five built-in losses, shared by tests/learner and tests/plugins/losses."""
+"""Small learners and a frozen host with the five built-in losses.
+
+Shared by tests/learner and tests/builtin_plugins/losses.
+"""
 
 from __future__ import annotations
 

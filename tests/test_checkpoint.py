@@ -86,10 +86,10 @@ def test_tampered_fingerprint_is_refused(checkpoint: Path) -> None:
 
 
 def test_checkpoint_of_another_plugin_set_is_refused(checkpoint: Path) -> None:
-    current = IsvLayout.compose([*LAYOUT.slots[:-1], Slot("kelly.cap", 1, "kelly")])
+    current = IsvLayout.compose([*LAYOUT.slots[:-1], Slot("health.value", 1, "health")])
     with pytest.raises(FingerprintMismatch) as caught:
         load_checkpoint(checkpoint, current)
-    assert caught.value.diff_text == "+kelly.cap width=1 owner=kelly"  # not tau.value and the fingerprint it shifts
+    assert caught.value.diff_text == "+health.value width=1 owner=health"  # not tau.value and the fingerprint it shifts
     verify_layout(read_metadata(checkpoint), LAYOUT, "same layout")  # no error
 
 

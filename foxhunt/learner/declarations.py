@@ -58,7 +58,7 @@ __all__ = ["LearnerStateSpec", "LEARNER_STATE", "FOXHUNT_AUDIT", "foxhunt_declar
 FOXHUNT_AUDIT = """
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|
-| `budgeted_sum` | combiner | foxhunt.learner (core: foxhunt.learner.combiners) | wired | tests/learner/test_combiners.py, tests/plugins/combiners/test_norm_guarantee.py, tests/learner/test_pinned_update.py |
+| `budgeted_sum` | combiner | foxhunt.learner (core: foxhunt.learner.combiners) | wired | tests/learner/test_combiners.py, tests/builtin_plugins/combiners/test_norm_guarantee.py, tests/learner/test_pinned_update.py |
 | `mlp` | encoder | foxhunt.learner (core: foxhunt.learner.encoders) | wired | tests/learner/test_encoders.py |
 """
 

@@ -12,7 +12,7 @@ backticks (the format the hook reads), in a table with this header::
 
     | component | kind | plugin | status | tests |
     |---|---|---|---|---|
-    | `mse` | loss | mse (foxhunt_plugins.losses.mse) | wired | tests/plugins/losses/test_components.py |
+    | `mse` | loss | mse (foxhunt_plugins.losses.mse) | wired | tests/builtin_plugins/losses/test_components.py |
 
 Rows come from two places:
 

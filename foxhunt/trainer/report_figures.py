@@ -23,7 +23,7 @@ is shown under the picture, and counters are told apart by what they hold.
 never decreases within a fold (it may start again at a fold boundary) and that
 grows at least once, within a fold or from one fold to the next:
 ``health.count`` (updates seen this fold) and ``epsilon.fold_start`` (the step
-counter when the fold began) are counters; a constant such as ``kelly.cap = 1``
+counter when the fold began) are counters; a constant such as ``cql.alpha = 1``
 is not. Counters are not plotted (in
 hundreds, they flattened every other value to a line at zero); the report lists
 their value at the end of each fold in a table.

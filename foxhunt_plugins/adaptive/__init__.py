@@ -1,4 +1,4 @@
-"""The built-in adaptive mechanisms: one plugin module per mechanism (health, tau, gamma, epsilon, kelly,
+"""The built-in adaptive mechanisms: one plugin module per mechanism (health, tau, gamma, epsilon,
 support, grad_balance, static).
 
 Each module declares the ISV slots it owns (with their state-reset entries),

@@ -34,7 +34,7 @@ That inversion, and so the relabelling, is exact when
   the two).
 
 The later steps of an n-step return and the bootstrap observation stay those of the size taken.
-``tests/plugins/augmentations/test_hindsight.py`` checks the relabelling against a float64 transcription
+``tests/builtin_plugins/augmentations/test_hindsight.py`` checks the relabelling against a float64 transcription
 of the environment's reward on random inputs where it is exact.
 """
 

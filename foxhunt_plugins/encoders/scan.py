@@ -17,7 +17,7 @@ How it is computed: only the last bar's ``y`` is read, and the recurrence unroll
 ``h_W = Σ_t exp(A Σ_{s>t} Δ_s) Δ_t x_t B_tᵀ`` (every exponent ``≤ 0``, so nothing overflows): a reverse
 cumulative sum of ``Δ`` and one contraction over the window, all bars at once, differentiated by autograd.
 No custom backward: the tests check the parallel form and its gradient against the recurrence stepped bar by
-bar in float64 (``tests/plugins/encoders/test_scan.py``).
+bar in float64 (``tests/builtin_plugins/encoders/test_scan.py``).
 
 Like the attention encoder, its normalisations have no learned vector named ``weight`` (the learner's spectral
 normalisation bounds every such parameter as a matrix), it keeps no state between steps (the window is

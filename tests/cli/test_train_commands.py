@@ -29,7 +29,7 @@ from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS
 import trainer_testkit as kit
 
 BUILT_IN_PLUGINS = (
-    "market_env", "c51", "mse", "cql", "iqn", "ensemble", "health", "tau", "gamma", "epsilon", "kelly", "support",
+    "market_env", "c51", "mse", "cql", "iqn", "ensemble", "health", "tau", "gamma", "epsilon", "support",
     "grad_balance", "static", "diagnostics",
 )
 
@@ -305,8 +305,8 @@ def test_backtest_refuses_a_different_layout_with_the_slot_diff(run_dir: Path, t
     [
         (lambda plugins: plugins["tau"].update(version="0.0.1"), f"~ tau 0.0.1 -> {__version__}",
          "install foxhunt 0.0.1 for plugin 'tau'"),
-        (lambda plugins: plugins.pop("kelly"), f"+ kelly {__version__} (not in the checkpoint)",
-         """pass --set 'plugins.disable=["kelly"]' to load only the plugins it was trained with"""),
+        (lambda plugins: plugins.pop("gamma"), f"+ gamma {__version__} (not in the checkpoint)",
+         """pass --set 'plugins.disable=["gamma"]' to load only the plugins it was trained with"""),
         (lambda plugins: plugins.update(extra={"distribution": "foxhunt-extra", "version": "1.0"}), "- extra 1.0 (missing now)",
          "install foxhunt-extra 1.0 to load plugin 'extra'"),
     ],
@@ -337,8 +337,8 @@ def test_backtest_names_a_plugin_installed_since_and_set_disables_it(run_dir: Pa
     )
     assert kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["thirdparty"]').exit_code == 0
     # a plugin the user's own --set leaves out is named with the one disable list that loads the trained set
-    both = kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["kelly"]')
-    assert f"- kelly {__version__} (missing now)" in both.stderr
+    both = kit.invoke("backtest", checkpoint, "--set", 'plugins.disable=["gamma"]')
+    assert f"- gamma {__version__} (missing now)" in both.stderr
     assert """pass --set 'plugins.disable=["thirdparty"]' to load only the plugins it was trained with""" in both.stderr
     other = kit.invoke("backtest", checkpoint, "--set", "learner.lr=0.1")
     assert other.exit_code == 2

@@ -11,8 +11,8 @@ TABLE = """\
 
 | component | kind | plugin | status | tests |
 |---|---|---|---|---|
-| `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/plugins/test_c51.py |
-| `tau_adapt` | kernel | foxhunt_plugins.adaptive | wired | tests/plugins/test_adaptive.py |
+| `c51` | loss | foxhunt_plugins.losses.c51 | wired | tests/builtin_plugins/test_c51.py |
+| `tau_adapt` | kernel | foxhunt_plugins.adaptive | wired | tests/builtin_plugins/test_adaptive.py |
 """
 
 
@@ -157,14 +157,14 @@ def test_plugin_entry_points_need_rows(hook, project, capsys):
 
         [project.entry-points."foxhunt.plugins"]
         c51 = "foxhunt_plugins.losses.c51"
-        "kelly-cap" = "foxhunt_plugins.kelly"
+        "tau" = "foxhunt_plugins.adaptive.tau"
 
         [tool.other]
         x = 1
         """,
     )
     assert hook.main(["pyproject.toml"]) == 1
-    assert capsys.readouterr().out == missing("pyproject.toml", 7, "kelly-cap", "plugin")
+    assert capsys.readouterr().out == missing("pyproject.toml", 7, "tau", "plugin")
 
 
 def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
@@ -180,11 +180,11 @@ def test_an_unparsable_file_is_reported_not_skipped(hook, project, capsys):
 
 def test_test_files_are_skipped(hook, project, capsys):
     fake = 'LossComponent(name="fake_for_test", budget=1.0, loss=len, description="x")\n'
-    write(project / "tests/plugins/helpers.py", fake)
+    write(project / "tests/builtin_plugins/helpers.py", fake)
     write(project / "foxhunt_plugins/test_fake.py", fake)
     write(project / "conftest.py", fake)
 
-    assert hook.main(["tests/plugins/helpers.py", "foxhunt_plugins/test_fake.py", "conftest.py"]) == 0
+    assert hook.main(["tests/builtin_plugins/helpers.py", "foxhunt_plugins/test_fake.py", "conftest.py"]) == 0
     assert capsys.readouterr().out == ""
 
 

@@ -145,7 +145,7 @@ def negate_selected(inputs: AugmentationInputs) -> Batch:
 
 def test_augmentations_see_the_window_built_before_them() -> None:
     """The replay rebuilds each window first, then its augmentations run on the ``[B, W × F + P]`` input (the
-    mirror's every-bar map: tests/plugins/augmentations/test_mirror_augmentation.py)."""
+    mirror's every-bar map: tests/builtin_plugins/augmentations/test_mirror_augmentation.py)."""
     negate = ReplayAugmentation(name="negate", augment=negate_selected, fraction=0.5, description="negated")
     plain, _, _ = windowed_replay(3)
     augmented, _, _ = windowed_replay(3, [negate])

@@ -17,7 +17,7 @@ from foxhunt.plugin.host import PluginHost
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.state import ResetCategory, StateEntry, StateRegistry
 
-MECHANISMS = ("health", "tau", "gamma", "epsilon", "kelly", "support", "grad_balance", "static")
+MECHANISMS = ("health", "tau", "gamma", "epsilon", "support", "grad_balance", "static")
 
 
 def _one_slot_isv(width: int = 1) -> ISV:
@@ -25,9 +25,6 @@ def _one_slot_isv(width: int = 1) -> ISV:
 
 
 def _signals(rng: np.random.Generator) -> dict[str, torch.Tensor]:
-    from foxhunt.env.tables import PS
-
-    portfolio = np.abs(rng.normal(size=(5, PS.size())))
     return {
         "learner.q_gap": torch.tensor(rng.exponential(0.1, 4), dtype=torch.float32),
         "learner.greedy_share": torch.tensor(rng.uniform(0.3, 1.0, 4), dtype=torch.float32),
@@ -39,7 +36,6 @@ def _signals(rng: np.random.Generator) -> dict[str, torch.Tensor]:
         "learner.component_grad_norm": torch.tensor(rng.exponential(1.0, 2), dtype=torch.float32),
         "learner.component_grad_norm_clipped": torch.tensor(rng.exponential(1.0, 2), dtype=torch.float32),
         "learner.safety_clips": torch.tensor(0, dtype=torch.int64),
-        "env.portfolio": torch.tensor(portfolio, dtype=torch.float32),
     }
 
 

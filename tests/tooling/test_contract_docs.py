@@ -25,7 +25,7 @@ def test_the_committed_adaptive_doc_tables_match_the_contract() -> None:
 def test_a_stale_table_is_found_and_the_command_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (ROOT / "docs" / "adaptive.md").read_text(encoding="utf-8")
     tables = render_tables(builtin_components())
-    edited = text.replace("| `kelly.cap` | [1] | kelly |", "| `kelly.cap` | [2] | kelly |")
+    edited = text.replace("| `tau.value` | [1] | tau |", "| `tau.value` | [2] | tau |")
     assert stale_tables(edited, tables) == ["slots"]
     assert replace_tables(edited, tables) == text
     doc = tmp_path / "adaptive.md"

@@ -117,7 +117,7 @@ def test_prometheus_scrape_during_a_run_has_labelled_finite_gauges(live: LiveRun
     folds = {s.labels["fold"] for s in samples}
     assert "0" in folds and folds <= {"0", "1"}
     components = {s.labels["component"] for s in samples}
-    assert {"health", "tau", "gamma", "epsilon", "kelly", "support", "grad_balance", "gradients"} <= components
+    assert {"health", "tau", "gamma", "epsilon", "support", "grad_balance", "gradients"} <= components
     families = {family.name: family.samples for family in text_string_to_metric_families(live.scrape)}
     health = [s.value for s in families["foxhunt_health"]]
     assert health and all(0.0 <= value <= 1.0 for value in health)

@@ -234,7 +234,7 @@ def training_rows() -> list[dict[str, Any]]:
                 "adaptive": {"health.count": 400.0 * step, "health.value": 0.5 + 0.05 * step,
                              "epsilon.branch": [0.6 / step, 0.5 / step, 0.55 / step, 0.62 / step],
                              "epsilon.fold_start": 96.0 * fold, "gamma.branch": [0.99, 0.98, 0.97, 0.96 + 0.001 * epoch],
-                             "kelly.cap": 1.0, "tau.value": 0.005 * step},
+                             "cql.alpha": 1.0, "tau.value": 0.005 * step},
                 "actions": {"DIRECTION": {"SHORT": 3, "FLAT": 5, "LONG": 4, "HOLD": 2}},
             })
     return found
@@ -269,7 +269,7 @@ def test_every_picture_is_a_png_of_more_than_one_colour_in_a_figure_with_alt_tex
 
 def test_adaptive_values_are_one_figure_per_slot_group_and_counters_a_table(trained_page: Page) -> None:
     adaptive = {figure["alt"]: "".join(figure["caption"]) for figure in trained_page.figures if figure["class"] == "adaptive"}
-    assert set(adaptive) == {f"adaptive values of {group}.*" for group in ("epsilon", "gamma", "health", "kelly", "tau")}
+    assert set(adaptive) == {f"adaptive values of {group}.*" for group in ("cql", "epsilon", "gamma", "health", "tau")}
     # Each caption names the group's panels and, in brackets, the legend of each; then what the slots mean
     assert "epsilon.branch (direction, magnitude, order_type, urgency)" in adaptive["adaptive values of epsilon.*"]
     assert "health.value (health.value)" in adaptive["adaptive values of health.*"]

@@ -24,7 +24,7 @@ def test_a_counter_is_a_whole_number_that_never_falls_within_a_fold_and_grows() 
     metrics = rows(**{
         "health.count": [400.0, 800.0, 1200.0, 400.0, 800.0, 1200.0],  # counts, starting again with each fold
         "epsilon.fold_start": [0.0, 0.0, 0.0, 96.0, 96.0, 96.0],  # grows from one fold to the next
-        "kelly.cap": [1.0] * 6,  # a whole number that never grows: a value
+        "cql.alpha": [1.0] * 6,  # a whole number that never grows: a value
         "support.half_width": [10.0, 11.0, 9.0, 10.0, 10.0, 10.0],  # whole numbers that fall: a value
         "tau.value": [0.005, 0.006, 0.007, 0.008, 0.009, 0.01],  # grows, but not in whole numbers: a value
     })
@@ -32,9 +32,9 @@ def test_a_counter_is_a_whole_number_that_never_falls_within_a_fold_and_grows() 
     assert [(c.name, c.by_fold) for c in counters] == [
         ("epsilon.fold_start", (("0", 0.0), ("1", 96.0))), ("health.count", (("0", 1200.0), ("1", 1200.0)))]
     assert counters[1].doc == "updates observed this fold"
-    assert [plot.title.split(":")[0] for plot in plots] == ["kelly.*", "support.*", "tau.*"]
+    assert [plot.title.split(":")[0] for plot in plots] == ["cql.*", "support.*", "tau.*"]
     plotted = {panel.ylabel for plot in plots for panel in plot.panels}
-    assert plotted == {"kelly.cap", "support.half_width", "tau.value"}  # no counter among the values
+    assert plotted == {"cql.alpha", "support.half_width", "tau.value"}  # no counter among the values
 
 
 def test_each_slot_group_is_one_figure_with_a_panel_legend_and_y_label_per_slot() -> None:

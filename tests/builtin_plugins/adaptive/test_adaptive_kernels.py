@@ -10,10 +10,8 @@ from adaptive_reference import REFERENCES, STEP
 
 from foxhunt.actions import Branch
 from foxhunt.config import FoxhuntConfig
-from foxhunt.env.tables import PS
 from foxhunt.plugin.host import PluginSelection
 from foxhunt.plugin.records import KernelPoint
-from foxhunt_plugins.adaptive.kelly import KellySettings
 
 # [plugins.<name>] tables as a user writes them
 CONFIGS = {
@@ -22,7 +20,6 @@ CONFIGS = {
         "health": {"w_gap": 0.0, "w_drift": 2.0, "w_grad": 1.0, "w_loss": 0.5, "w_collapse": 1.5, "gap_scale": 0.2,
                    "collapse_share": 0.8, "collapse_tol": 0.1, "fast_rate": 0.3, "slow_rate": 0.05},
         "tau": {"start": 0.05, "end": 0.002, "floor_min": 0.0, "floor_max": 0.03},
-        "kelly": {"prior_wins": 1.0, "prior_losses": 3.0, "warmup_trades": 0.0, "safety_floor": 0.2, "min_cap": 0.0},
         "support": {"std_multiple": 2.0, "min_half_width": 0.5, "max_half_width": 8.0, "center_bound": 2.0,
                     "max_rate": 0.5},
         "grad_balance": {"targets": [2.0, 1.0, 0.5, 0.5], "limit": 2.0},
@@ -52,9 +49,7 @@ def test_every_kernel_matches_its_float64_reference(backend, device, config_name
     rng = np.random.default_rng(1234)
     for trial in range(4):
         randomize_isv(run, rng)
-        signals = random_signals(rng, device, envs=1 + 5 * trial)
-        if trial == 0:  # no trade anywhere yet: the warm-up leaves the cap at the safety factor
-            signals["env.portfolio"][:, [PS.WINS, PS.LOSSES, PS.WIN_SUM, PS.LOSS_SUM]] = 0.0
+        signals = random_signals(rng, device)
         context = run.context(backend, device, signals)
         host_signals = _signals_np(signals, run.step)
         for name, kernel in run.kernels.items():
@@ -112,7 +107,6 @@ def test_learner_slot_widths_match_what_the_learner_reads():
     for name, width in adaptive.items():
         assert run.layout.width(name) == width, name
     assert run.layout.width("epsilon.branch") == len(Branch)
-    assert run.layout.width("kelly.cap") == 1
 
 
 def test_a_signal_of_the_wrong_shape_is_refused_with_its_expected_shape():
@@ -126,23 +120,7 @@ def test_a_signal_of_the_wrong_shape_is_refused_with_its_expected_shape():
 
 
 def test_a_missing_signal_is_named():
-    run = build_run(["kelly"], diagnostics=False)
+    run = build_run(["grad_balance"], diagnostics=False)
     context = run.context(BACKENDS[0][0], "cpu", {})
-    with pytest.raises(KeyError, match="env.portfolio"):
-        run.kernels["kelly.update"].run(context)
-
-
-@pytest.mark.parametrize(("backend", "device"), BACKENDS, ids=[b.value for b, _ in BACKENDS])
-def test_kelly_reduction_covers_every_environment(backend, device):
-    # sizes around the chunking boundaries: a perfect square, one more, one fewer, a prime
-    run = build_run(["kelly"], diagnostics=False, device=device)
-    for envs in (1, 15, 16, 17, 31):
-        portfolio = torch.zeros((envs, PS.size()), device=device)
-        last = envs - 1  # only the last environment trades, and it always loses
-        portfolio[last, PS.LOSSES] = 1000.0
-        portfolio[last, PS.LOSS_SUM] = 1000.0
-        context = run.context(backend, device, {"env.portfolio": portfolio})
-        run.isv.reset_slot("kelly.cap")
-        run.kernels["kelly.update"].run(context)
-        # had the reduction missed it, no trade would be seen and the warm-up would leave the cap at 1
-        assert run.isv.view("kelly.cap").item() == pytest.approx(KellySettings().min_cap), envs
+    with pytest.raises(KeyError, match="learner.branch_grad_norm"):
+        run.kernels["grad_balance.update"].run(context)

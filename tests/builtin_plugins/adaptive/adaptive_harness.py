@@ -13,7 +13,6 @@ import torch
 
 from foxhunt.plugin import core_declarations
 from foxhunt.actions import Branch
-from foxhunt.env.tables import PS
 from foxhunt.isv import ISV
 from foxhunt.kernels import Backend, KernelContext, simulator_enabled
 from foxhunt.monitoring.monitors import attach_monitors
@@ -22,7 +21,7 @@ from foxhunt.plugin.records import Kernel, KernelPoint
 
 __all__ = ["MECHANISMS", "BACKENDS", "Run", "build_run", "random_signals", "randomize_isv", "isv_array", "changed_slots"]
 
-MECHANISMS = ("health", "tau", "gamma", "epsilon", "kelly", "support", "grad_balance", "static")
+MECHANISMS = ("health", "tau", "gamma", "epsilon", "support", "grad_balance", "static")
 N_BRANCHES = len(Branch)
 
 
@@ -85,17 +84,12 @@ def build_run(names: Iterable[str] = MECHANISMS, config: Any = None, device: str
     return Run(host, isv, kernels, monitors, torch.zeros(1, dtype=torch.int64, device=device))
 
 
-def random_signals(rng: np.random.Generator, device: str = "cpu", envs: int = 7) -> dict[str, torch.Tensor]:
+def random_signals(rng: np.random.Generator, device: str = "cpu") -> dict[str, torch.Tensor]:
     """Every signal an adaptive kernel or diagnostics monitor reads, with plausible random values."""
 
     def t(values: np.ndarray, dtype=torch.float32) -> torch.Tensor:
         return torch.tensor(values, dtype=dtype, device=device)
 
-    portfolio = rng.normal(size=(envs, PS.size()))
-    portfolio[:, PS.WINS] = rng.integers(0, 6, envs)
-    portfolio[:, PS.LOSSES] = rng.integers(0, 6, envs)
-    portfolio[:, PS.WIN_SUM] = portfolio[:, PS.WINS] * rng.uniform(0.0, 300.0, envs)
-    portfolio[:, PS.LOSS_SUM] = portfolio[:, PS.LOSSES] * rng.uniform(0.0, 300.0, envs)
     components = 3
     return {
         "learner.q_gap": t(rng.exponential(0.1, N_BRANCHES)),
@@ -108,7 +102,6 @@ def random_signals(rng: np.random.Generator, device: str = "cpu", envs: int = 7)
         "learner.component_grad_norm": t(rng.exponential(1.0, components)),
         "learner.component_grad_norm_clipped": t(rng.exponential(1.0, components)),
         "learner.safety_clips": torch.zeros((), dtype=torch.int64, device=device),
-        "env.portfolio": t(portfolio),
     }
 
 

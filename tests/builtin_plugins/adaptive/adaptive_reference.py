@@ -12,9 +12,8 @@ import math
 import numpy as np
 
 from foxhunt.actions import Branch
-from foxhunt.env.tables import PS
 from foxhunt.fold_length import fold_length_of
-from foxhunt_plugins.adaptive import epsilon, gamma, grad_balance, health, kelly, static, support, tau
+from foxhunt_plugins.adaptive import epsilon, gamma, grad_balance, health, static, support, tau
 
 __all__ = ["REFERENCES", "STEP", "optional_health"]
 
@@ -111,28 +110,6 @@ def epsilon_fold_start_ref(isv, layout, prm, sig):
     return out
 
 
-def kelly_ref(isv, layout, prm, sig):
-    P = kelly.KellyParam
-    out = isv.copy()
-    portfolio = sig[kelly.PORTFOLIO].astype(np.float64)
-    wins = portfolio[:, PS.WINS].sum()
-    losses = portfolio[:, PS.LOSSES].sum()
-    win_sum = portfolio[:, PS.WIN_SUM].sum()
-    loss_sum = portfolio[:, PS.LOSS_SUM].sum()
-    a, b = prm[P.PRIOR_WINS], prm[P.PRIOR_LOSSES]
-    trades = wins + losses
-    m = (win_sum + loss_sum) / trades if trades > 0 else 1.0
-    m = m if m > 0 else 1.0
-    p = (wins + a) / (trades + a + b)
-    ratio = ((win_sum + a * m) / (wins + a)) / max((loss_sum + b * m) / (losses + b), 1e-12)
-    fraction = min(max(p - (1.0 - p) / max(ratio, 1e-12), 0.0), 1.0)
-    maturity = min(1.0, trades / prm[P.WARMUP_TRADES]) if prm[P.WARMUP_TRADES] > 0 else 1.0
-    safety = prm[P.SAFETY_FLOOR] + (1.0 - prm[P.SAFETY_FLOOR]) * optional_health(out, layout)
-    cap = safety * ((1.0 - maturity) + maturity * fraction)
-    out[_span(layout, kelly.CAP)] = min(max(cap, prm[P.MIN_CAP]), 1.0)
-    return out
-
-
 def support_ref(isv, layout, prm, sig):
     P = support.SupportParam
     out = isv.copy()
@@ -175,7 +152,6 @@ REFERENCES = {
     "epsilon.update": (epsilon_ref, lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
     "epsilon.fold_start": (epsilon_fold_start_ref,
                            lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
-    "kelly.update": (kelly_ref, lambda settings, config: kelly.kelly_params(settings)),
     "support.update": (support_ref, lambda settings, config: support.support_params(settings)),
     "grad_balance.update": (grad_balance_ref, lambda settings, config: grad_balance.grad_balance_params(settings)),
     "static.write": (static_ref, lambda settings, config: static.static_params(settings)),

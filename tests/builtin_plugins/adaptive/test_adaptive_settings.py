@@ -23,10 +23,10 @@ def test_every_adaptive_plugin_declares_settings_with_defaults():
 
 def test_a_toml_table_and_a_set_reach_their_plugin(tmp_path):
     path = tmp_path / "run.toml"
-    path.write_text("[plugins.gamma]\nminimum = [0.9, 0.9, 0.8, 0.8]\n\n[plugins.kelly]\nwarmup_trades = 10\n")
+    path.write_text("[plugins.gamma]\nminimum = [0.9, 0.9, 0.8, 0.8]\n\n[plugins.tau]\nend = 0.002\n")
     run = build_run(config=load_config(path, ["plugins.static.cql_alpha=0.3"]), diagnostics=False)
     assert run.host.settings("gamma").minimum == (0.9, 0.9, 0.8, 0.8)
-    assert run.host.settings("kelly").warmup_trades == 10.0
+    assert run.host.settings("tau").end == 0.002
     assert run.host.settings("static").cql_alpha == 0.3
 
 

@@ -46,7 +46,7 @@ def test_no_slot_is_written_by_anyone_but_its_owner(backend_index, ops, seed, to
     for op in ops:
         before = isv_array(run)
         if op == "step":
-            context = run.context(backend, device, random_signals(rng, device, envs=int(rng.integers(1, 9))))
+            context = run.context(backend, device, random_signals(rng, device))
             for kernel in run.points(KernelPoint.STEP):
                 start = isv_array(run)
                 kernel.run(context)
