@@ -171,27 +171,51 @@ def target_position(direction, magnitude, position, cap):
 @device_function
 def write_observation(i, prices, features, state, params, obs):
     """Market features of the current bar followed by the portfolio features (PortfolioObs)."""
+    # Every read comes before the first write to obs, and the features are copied four loads ahead of their
+    # stores: the compiler cannot move a load above a store to an array that may alias it, so one load per
+    # store would wait out its latency alone. 8 % more env steps/s at a million environments on an H200
+    # (docs/kernels.md, "Loads before stores").
     bar = int(state[i, PS.BAR])
+    position = state[i, PS.POSITION]
+    entry_price = state[i, PS.ENTRY_PRICE]
+    opened_bar = state[i, PS.OPENED_BAR]
+    peak = state[i, PS.PEAK_EQUITY]
+    drawdown_money = state[i, PS.DRAWDOWN]
+    cap = state[i, PS.CAP]
+    equity = state[i, PS.EQUITY]
+    start_bar = state[i, PS.START_BAR]
+    close = prices[bar, OHLCV.CLOSE]
     n_features = features.shape[1]
-    for f in range(n_features):
+    f = 0
+    while f + 4 <= n_features:
+        a = features[bar, f]
+        b = features[bar, f + 1]
+        c = features[bar, f + 2]
+        d = features[bar, f + 3]
+        obs[i, f] = a
+        obs[i, f + 1] = b
+        obs[i, f + 2] = c
+        obs[i, f + 3] = d
+        f += 4
+    while f < n_features:
         obs[i, f] = features[bar, f]
+        f += 1
     per_contract = params[EP.INV_MAX_CONTRACTS]
     per_bar = params[EP.INV_EPISODE_BARS]
-    position = state[i, PS.POSITION]
-    unrealised = position * (prices[bar, OHLCV.CLOSE] - state[i, PS.ENTRY_PRICE]) * params[EP.MULTIPLIER]
+    unrealised = position * (close - entry_price) * params[EP.MULTIPLIER]
     held = 0.0
     if position != 0.0:
-        held = (bar - state[i, PS.OPENED_BAR]) * per_bar
+        held = (bar - opened_bar) * per_bar
     drawdown = 0.0
-    if state[i, PS.PEAK_EQUITY] > 0.0:
-        drawdown = state[i, PS.DRAWDOWN] / state[i, PS.PEAK_EQUITY]
+    if peak > 0.0:
+        drawdown = drawdown_money / peak
     obs[i, n_features + PortfolioObs.POSITION] = position * per_contract
-    obs[i, n_features + PortfolioObs.CAP] = state[i, PS.CAP] * per_contract
+    obs[i, n_features + PortfolioObs.CAP] = cap * per_contract
     obs[i, n_features + PortfolioObs.UNREALISED_PNL] = unrealised / params[EP.REWARD_SCALE]
     obs[i, n_features + PortfolioObs.DRAWDOWN] = drawdown
-    obs[i, n_features + PortfolioObs.EPISODE_RETURN] = state[i, PS.EQUITY] / params[EP.INITIAL_CASH] - 1.0
+    obs[i, n_features + PortfolioObs.EPISODE_RETURN] = equity / params[EP.INITIAL_CASH] - 1.0
     obs[i, n_features + PortfolioObs.BARS_IN_POSITION] = held
-    obs[i, n_features + PortfolioObs.EPISODE_PROGRESS] = (bar - state[i, PS.START_BAR]) * per_bar
+    obs[i, n_features + PortfolioObs.EPISODE_PROGRESS] = (bar - start_bar) * per_bar
 
 
 @device_function

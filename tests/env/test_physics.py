@@ -70,6 +70,21 @@ def test_equity_is_cash_plus_position_value_minus_costs(seed: int, steps: int) -
         torch.testing.assert_close(s[:, PS.EQUITY], expected, rtol=1e-12, atol=1e-6)
 
 
+@pytest.mark.parametrize("n_features", [1, 3, 4, 5, 8, 9])
+def test_the_observation_starts_with_the_features_of_each_environments_bar(n_features: int) -> None:
+    # The step copies the features four at a time and then one by one (foxhunt.env.physics.write_observation):
+    # counts below, at and between multiples of four cover both loops.
+    prices, features = synthetic_market(7, bars=120, n_features=n_features)
+    config = EnvConfig(n_envs=6, episode_bars=15)
+    env = VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=7)
+    env.reset()
+    rng = np.random.default_rng(7)
+    for _ in range(40):  # past several episode ends, so reset observations are checked too
+        obs, _, _ = env.step(torch.from_numpy(random_actions(rng, config.n_envs)))
+        bars = env.state[:, PS.BAR].long()
+        assert torch.equal(obs[:, :n_features], torch.from_numpy(features)[bars])
+
+
 def test_market_order_costs_by_hand() -> None:
     env = hand_env()
     assert env.state[0, PS.CAP] == 4  # min(4 max, floor(100000 * 0.5 / 10000) = 5 margin, 4 Kelly)
