@@ -3,9 +3,9 @@
 Measured on the synthetic bars whose highs and lows come from a Brownian bridge (docs/data.md), seeds 1-5 of
 this config:
 - Planted EMA-momentum market: agent/oracle -0.34, 0.69, 0.89, 0.84, 0.84 (median 0.84).
-- AR(1) market of the learning suite (phi 0.2): agent/oracle 0.19, 1.16, 0.00 (no trade), 1.42, 0.61 (median
-  0.61, interquartile range 0.19-1.16). On the earlier bars, whose limit orders filled for free, it was 1.09,
-  1.53, 0.42, 2.05, 0.32, and a PopArt change that brought that median to 0.30 failed the test.
+- AR(1) market of the learning suite (phi 0.2): agent/oracle -0.33, 1.12, 0.14 (one round trip), 1.37, 0.62
+  (median 0.62). On the earlier bars, whose limit orders filled for free, it was 1.09, 1.53, 0.42, 2.05, 0.32,
+  and a PopArt change that brought that median to 0.30 failed the test.
 - Driftless random walk: turnover 0.03, 0.07, 0.00, 0.15, 0.16 of a policy that reverses its position every
   bar (median 0.07).
 
@@ -20,7 +20,8 @@ The config names its feature set (`ohlcv`, the twenty inputs), its learning rate
 values, docs/tune.md "The defaults study", are for the default 3 folds x 4 epochs): the test guards the update path against regressions, at a config where one
 short run learns. On the bridge bars, AR(1) seeds 1-5 with the `horizons` inputs gave 0.18, 2.17, 0.00 (no trade),
 1.07, 0.45, and without the CQL term (`plugins.static.cql_alpha=0`) 0.33, 1.27, -0.02, 1.16, 0.07: neither helps
-the seed that never trades. Measured on the earlier bars: with the mirror on, this one epoch is too short for
+the seed that never trades (docs/learner.md, "Why a seed stops trading", has the diagnosis). Measured on the
+earlier bars: with the mirror on, this one epoch is too short for
 some seeds to start trading (seeds 1-4 with `ohlcv` and the mirror: AR(1) 0.46, 0.81, 0.00 with no trade, 1.48; planted, seeds 1-5: 0.52, 0.98, 0.91,
 0.97, 0.00 with no trade).
 This one short epoch under-trains rather than over-fits, and there smaller input sets do worse too (measured,
