@@ -198,7 +198,7 @@ class Trainer:
         sizes = self.branch_sizes
         self.action_offsets = torch.tensor(np.cumsum([0, *sizes[:-1]]), dtype=torch.int64, device=self.device)
         self.action_counts = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
-        self.action_ones = torch.ones(config.env.n_envs * len(sizes), dtype=torch.float32, device=self.device)
+        self.action_bins = torch.arange(sum(sizes), dtype=torch.int64, device=self.device)
         # ε per branch lives in the ISV when the epsilon plugin is enabled; otherwise a constant device tensor.
         self.epsilon = (
             self.isv.view(EPSILON_SLOT)
@@ -489,7 +489,10 @@ class Trainer:
             actions = self.explorer.boltzmann(per_branch, temperature)
         else:
             actions = self.explorer.epsilon_greedy(per_branch, self.epsilon if boost is None else boost.epsilon(self.epsilon))
-        self.action_counts.index_add_(0, (actions + self.action_offsets).reshape(-1), self.action_ones)
+        # The histogram by comparison and sum: an index_add_ into these few bins serialised on its atomics (76 µs,
+        # a tenth of a collect step at 65,536 environments on an H200); the compiled step fuses this into one pass.
+        slots = (actions + self.action_offsets).reshape(-1, 1)
+        self.action_counts += (slots == self.action_bins).sum(0).to(torch.float32)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
         if self.windowed:
             self.prev_bars.copy_(bars)
