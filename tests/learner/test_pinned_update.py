@@ -1,11 +1,16 @@
-"""The eager CPU update pinned bit for bit: four updates on a fixed seed give exactly these losses.
+"""The eager CPU update pinned: four updates on a fixed seed give these losses.
 
 A refactor of :meth:`foxhunt.learner.Learner.update` (how its inputs are built, how its pieces are named)
-must leave every bit of the arithmetic as it was; this test says so at once, naming the first loss that moved.
-The values were recorded with torch 2.13 on an x86-64 CPU, one intra-op thread (the builders' fixture).
+must leave the arithmetic as it was; this test says so at once, naming the first loss that moved. The values
+were recorded with torch 2.13 on an x86-64 CPU, one intra-op thread (the builders' fixture). Another CPU model
+runs other vector kernels and rounds differently: two x86-64 machines of this project's kind disagreed in the
+last bit of the MSE loss at the second update. The pins therefore hold to a relative 1e-5, a thousand times
+that rounding and far below what any change to a loss, a target or an optimiser step moves them.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -22,14 +27,23 @@ PINNED_PARAMETER_SUM = "0x1.132230e326000p+4"  # every network parameter summed 
 PINNED_COMBINED_NORM = "0x1.9005080000000p-1"  # the last update's combined gradient norm
 
 
-def test_four_eager_updates_give_the_pinned_losses_bit_for_bit(make_learner) -> None:
+RELATIVE = 1e-5
+
+
+def pinned(value: float, hex_value: str) -> bool:
+    return math.isclose(value, float.fromhex(hex_value), rel_tol=RELATIVE)
+
+
+def test_four_eager_updates_give_the_pinned_losses(make_learner) -> None:
     learner = make_learner(seed=SEED)
-    for update, pinned in enumerate(PINNED_LOSSES):
+    for update, expected in enumerate(PINNED_LOSSES):
         learner.step(BATCH)
-        losses = [float(value).hex() for value in learner.loss_values]
+        losses = [float(value) for value in learner.loss_values]
         names = [component.name for component in learner.components]
-        assert losses == pinned, f"update {update}: {dict(zip(names, losses, strict=True))}"
+        moved = {name: (loss.hex(), want) for name, loss, want in zip(names, losses, expected, strict=True)
+                 if not pinned(loss, want)}
+        assert not moved, f"update {update}: (now, pinned) {moved}"
     with torch.no_grad():
         total = float(sum(p.double().sum() for p in learner.network.parameters()))
-    assert total.hex() == PINNED_PARAMETER_SUM
-    assert float(learner.gradients.combined_norm).hex() == PINNED_COMBINED_NORM
+    assert pinned(total, PINNED_PARAMETER_SUM), total.hex()
+    assert pinned(float(learner.gradients.combined_norm), PINNED_COMBINED_NORM)
