@@ -10,8 +10,9 @@ scalar reference can use it without importing a plugin); this plugin is how a
 run selects it. That physics holds foxhunt's one Kelly position sizing: each
 environment's Kelly fraction and position cap (``kelly_fraction`` and
 ``position_cap`` in ``foxhunt.env.physics``, set by the ``[env] kelly_*`` keys,
-docs/fill-model.md), scaled by the learning-health safety factor there. The kernel's ``run(context)`` expects the signals that
-:class:`foxhunt.env.VectorEnv` puts in its context (``foxhunt.env.kernel.ENV_SIGNALS``).
+docs/fill-model.md), scaled by the learning-health safety factor there. The
+kernel's ``run(context)`` expects the signals that :class:`foxhunt.env.VectorEnv`
+puts in its context (``foxhunt.env.kernel.ENV_SIGNALS``).
 """
 
 from __future__ import annotations
