@@ -253,12 +253,15 @@ CLASS_VALUES = ("learner.lr=3e-4", 'features.feature_set="horizons"', "plugins.m
                 "plugins.epsilon.decay_fraction=0.5")
 
 
+def close_to_pin(value: float, pinned: float) -> bool:
+    return math.isclose(value, pinned, rel_tol=PIN_RELATIVE, abs_tol=1e-12)
+
+
 def differences_from_the_pin(path: Path) -> list[str]:
     """What in the run's fold checkpoint differs from PINNED_DEFAULT_RUN (an empty list: nothing)."""
     pin = json.loads(PINNED_DEFAULT_RUN.read_text(encoding="utf-8"))
     tensors = load_file(str(path / "checkpoints/fold_0/tensors.safetensors"))
     layout = json.loads((path / "checkpoints/fold_0/metadata.json").read_text(encoding="utf-8"))["isv"]
-    close = lambda value, pinned: math.isclose(value, pinned, rel_tol=PIN_RELATIVE, abs_tol=1e-12)  # noqa: E731
     found = []
     network = {name: tensor for name, tensor in tensors.items() if name != "isv"}
     if set(network) != set(pin["tensors"]):
@@ -267,7 +270,7 @@ def differences_from_the_pin(path: Path) -> list[str]:
         values, want = network[name].double(), pin["tensors"][name]
         measured = {"abs_sum": float(values.abs().sum()), "square_sum": float(values.square().sum()),
                     "elements": values.numel()}
-        moved = {key: (measured[key], want[key]) for key in want if not close(measured[key], want[key])}
+        moved = {key: (measured[key], want[key]) for key in want if not close_to_pin(measured[key], want[key])}
         if moved:
             found.append(f"{name}: (now, pinned) {moved}")
     slots = {slot["name"]: slot for slot in layout["slots"]
@@ -278,7 +281,7 @@ def differences_from_the_pin(path: Path) -> list[str]:
     for name in sorted(set(slots) & set(pin["isv"])):
         slot = slots[name]
         values = [float(v) for v in isv[slot["offset"]:slot["offset"] + slot["width"]]]
-        if len(values) != len(pin["isv"][name]) or not all(map(close, values, pin["isv"][name])):
+        if len(values) != len(pin["isv"][name]) or not all(map(close_to_pin, values, pin["isv"][name])):
             found.append(f"ISV slot {name}: now {values}, pinned {pin['isv'][name]}")
     return found
 
