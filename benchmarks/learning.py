@@ -9,6 +9,7 @@
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
     python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
     python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
+    python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -89,6 +90,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "conviction": {  # docs/learner.md, "Conviction floor": off by default, not yet measured
         "off (default)": [],
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
+    },
+    "execution": {  # docs/learner.md, "Execution credit"
+        "joint (off)": ["learner.execution_regret=false", "learner.shaping_only=false"],
+        "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],
+        "regret+shaping": ["learner.execution_regret=true", "learner.shaping_only=true"],
     },
 }
 

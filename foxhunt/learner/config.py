@@ -135,6 +135,11 @@ class LearnerConfig:
     # acting only: HOLD on the direction branch gets this many PopArt σ of expected Q added, so the agent trades only
     # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor", unmeasured)
     conviction_floor: float = attrs.field(default=0.0, validator=_non_negative_finite)
+    # execution credit (foxhunt.learner.execution_credit, docs/learner.md "Execution credit"): the direction branch's
+    # return gets back what a non-greedy execution lost, and the execution branches learn only from the orders
+    # they shaped
+    execution_regret: bool = False
+    shaping_only: bool = False
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")

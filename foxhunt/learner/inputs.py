@@ -23,6 +23,7 @@ import dataclasses
 import torch
 
 from foxhunt.isv import IsvLayout
+from foxhunt.learner.execution_credit import shaping_weights
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner.network import NetworkOutput
 from foxhunt.learner.replay import Batch
@@ -52,7 +53,9 @@ class LossInputs:
     - ``target_quantiles [B, Branch, T']``: ``r + γ^m θ'(τ')`` from the target IQN head.
     - ``target_taken_q [B, Branch]`` or ``None``: the target network's expected Q of the taken action at
       ``s`` (only when the network has a state-value head; what that head regresses on).
-    - ``branch_weights [Branch]``: mean-1 weights for averaging over branches (``grad_balance.scale``).
+    - ``branch_weights [Branch]``: mean-1 weights for averaging over branches (``grad_balance.scale``);
+      ``[B, Branch]`` with ``[learner] shaping_only``, where an execution branch's weight is 0 on the samples
+      whose order it did not shape (:mod:`foxhunt.learner.execution_credit`).
     - ``health [1]``, ``cql_alpha [1]``: the ISV slots (or their config fallbacks).
     - ``isv``/``layout``: the whole ISV, for components reading slots of their own.
     """
@@ -108,7 +111,8 @@ class InputSources:
 
     Live tensors read at each update, never copied: ``action_mask [Branch, A]`` (the network's),
     ``reads`` (the learner's ISV views or config fallbacks), the whole ``isv`` buffer with its ``layout``;
-    and fixed settings: ``config`` and the update's ``dtype``.
+    and fixed settings: ``config`` and the update's ``dtype``. ``shaping [Direction, Branch]``
+    (:func:`~foxhunt.learner.execution_credit.shaping_table`) when ``[learner] shaping_only`` is on, else ``None``.
     """
 
     action_mask: torch.Tensor
@@ -117,6 +121,7 @@ class InputSources:
     layout: IsvLayout
     config: LearnerConfig
     dtype: torch.dtype
+    shaping: torch.Tensor | None = None
 
 
 def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor, targets: Targets,
@@ -124,6 +129,9 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
     """The update's :class:`LossInputs` around the online forward ``online`` and normalised ``targets``."""
     reads, dtype = sources.reads, sources.dtype
     balance = reads.grad_balance.to(dtype)
+    weights = balance / balance.mean()  # [Branch]
+    if sources.shaping is not None:  # each execution branch learns only from the orders it shaped: [B, Branch]
+        weights = weights * shaping_weights(batch.actions, sources.shaping).to(dtype)
     return LossInputs(
         batch=batch,
         online=online,
@@ -133,7 +141,7 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
         target_q=targets.expected,
         target_quantiles=targets.quantiles,
         action_mask=sources.action_mask,
-        branch_weights=balance / balance.mean(),
+        branch_weights=weights,
         health=reads.health.to(dtype),
         cql_alpha=reads.cql_alpha.to(dtype),
         isv=sources.isv,

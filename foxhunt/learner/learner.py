@@ -35,6 +35,7 @@ from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import ConfigError, LayoutError
 from foxhunt.isv import ISV, IsvLayout
+from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
@@ -185,7 +186,9 @@ class Learner:
         self.signals = self._make_signals()
         self.param_dict = dict(self.network.named_parameters())
         self.obs_dim = obs_dim
-        self.input_sources = InputSources(self.network.action_mask, self.reads, isv.tensor, layout, c, dtype)
+        self.shaping = shaping_table(self.device)  # [Direction, Branch]: which branches shape each direction's order
+        self.input_sources = InputSources(self.network.action_mask, self.reads, isv.tensor, layout, c, dtype,
+                                          self.shaping if c.shaping_only else None)
         # compiled: components grouped by the parameters their loss reaches; eager: only finish() is used
         groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
@@ -263,6 +266,13 @@ class Learner:
         source = support if out.support is None else out.support  # [Branch, N] shared, or [B, Branch, N]
         unnorm_support = source * sigma[:, None] + mu[:, None]
         returns, discounts = batch.returns, batch.discounts  # [B, Branch]
+        here = None
+        if out.state_values is not None or self.config.execution_regret:
+            here = self.target(batch.obs, support).q  # [B, Branch, A] at s, on the target's own centred atoms
+        if self.config.execution_regret:  # fixed for the run: no branch on a tensor value
+            chooser = self.network(batch.obs, support).q  # the online net picks, the target net values (double DQN)
+            returns = returns + execution_regret(batch.actions, here, chooser, self.network.action_mask, sigma,
+                                                 self.shaping)
         atoms = shifted_atoms(returns, discounts, unnorm_support)
         per_sample = unnorm_support if unnorm_support.dim() == 3 else unnorm_support[None]
         expected = returns + discounts * (probs * per_sample).sum(-1)
@@ -270,7 +280,6 @@ class Learner:
         taken_q = None
         if out.state_values is not None:
             # What the value head regresses on: the target network's Q(s, a), as in IQL (Kostrikov et al. 2021).
-            here = self.target(batch.obs, support).q  # [B, Branch, A], on the target's own centred atoms
             taken_q = here.gather(-1, batch.actions[..., None]).squeeze(-1) * sigma + mu
         return Targets(atoms, probs, expected, quantiles, taken_q)
 

@@ -1,0 +1,83 @@
+"""Execution credit: the direction branch's value of a trade, priced at the agent's own execution.
+
+A branching network has one value head per branch, and every branch regresses on the return of the joint action
+the behaviour took. So the direction branch's value of LONG is an average over the execution the exploration
+happened to pick with it (a random magnitude, order type and urgency), not the value of LONG executed as the
+agent would execute it. Under momentum a random limit order fills mostly when the next bar goes against the
+signal, and an aggressive one pays twice the slippage, so trading is priced under staying flat and a seed can
+stop trading altogether (docs/learner.md, "Why a seed stops trading").
+
+Two corrections, each a ``[learner]`` switch:
+
+``execution_regret``
+    The direction branch's n-step return gets back what the execution taken lost against the greedy one, as
+    the execution branches themselves value it at the sampled state:
+
+        r_dir  +=  Σ_{b shaping the order}  σ_b · (Q'_b(s, g_b) − Q'_b(s, a_b)),    g_b = argmax_a Q_b(s, a)
+
+    with ``Q'`` the target network, ``Q`` the online one (the double-DQN split, so the noise of one network's
+    maximum is not added as regret) and ``σ_b`` PopArt's scale of branch ``b`` (Q is normalised per branch).
+    The sum is over the branches that shaped the order of the direction taken (:data:`SHAPING`): HOLD places
+    none, FLAT's ignores the magnitude. A term is 0 when the execution taken was the greedy one, so a sample
+    whose execution the agent would have chosen is left as it was. It costs two forward passes at ``s`` per
+    update (none when the target network's ``Q'(s, ·)`` is already computed for a state-value head).
+``shaping_only``
+    An execution branch learns only from the samples whose order it shaped: the magnitude from LONG and SHORT,
+    the order type and urgency from LONG, SHORT and FLAT. A HOLD's return says nothing about how an order
+    would have been executed; averaged in, it shrinks the execution branches' advantages towards zero.
+
+Both are off by default: measured on the default run they end the collapse and lift the weak AR(1), and they
+trade the random walk and EUR/USD more (docs/learner.md, "Execution credit").
+"""
+
+from __future__ import annotations
+
+import torch
+
+from foxhunt.actions import Branch, Direction
+
+__all__ = ["SHAPING", "shaping_table", "shaping_weights", "execution_regret"]
+
+# SHAPING[direction]: the execution branches whose choice changes the order that direction places.
+SHAPING: dict[Direction, tuple[Branch, ...]] = {
+    Direction.SHORT: (Branch.MAGNITUDE, Branch.ORDER_TYPE, Branch.URGENCY),
+    Direction.HOLD: (),
+    Direction.LONG: (Branch.MAGNITUDE, Branch.ORDER_TYPE, Branch.URGENCY),
+    Direction.FLAT: (Branch.ORDER_TYPE, Branch.URGENCY),
+}
+
+
+def shaping_table(device: torch.device | str | None = None) -> torch.Tensor:
+    """``[Direction, Branch]`` bool: whether the branch shapes the order the direction places."""
+    table = torch.zeros((Direction.size(), Branch.size()), dtype=torch.bool, device=device)
+    for direction, branches in SHAPING.items():
+        for branch in branches:
+            table[direction, branch] = True
+    return table
+
+
+def shaping_weights(actions: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``[B, Branch]`` bool: the direction branch, and each execution branch that shaped the sample's order.
+
+    ``actions [B, Branch]`` taken; ``table`` :func:`shaping_table` on their device."""
+    shaped = table[actions[:, Branch.DIRECTION]]
+    direction = torch.zeros_like(shaped)
+    direction[:, Branch.DIRECTION] = True
+    return shaped | direction
+
+
+def execution_regret(actions: torch.Tensor, q: torch.Tensor, chooser: torch.Tensor, action_mask: torch.Tensor,
+                     sigma: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``[B, Branch]``: on the direction column, ``Σ_b σ_b (max_a Q_b(s, a) − Q_b(s, a_b))`` over the execution
+    branches that shaped the order; zero on the others.
+
+    ``actions [B, Branch]`` taken, ``q [B, Branch, A]`` normalised expected Q at the sampled state,
+    ``action_mask [Branch, A]`` the real actions, ``sigma [Branch]`` PopArt's scales, ``table``
+    :func:`shaping_table`."""
+    greedy = chooser.masked_fill(~action_mask, float("-inf")).argmax(-1)  # [B, Branch]
+    regret = (q.gather(-1, greedy[..., None]) - q.gather(-1, actions[..., None])).squeeze(-1) * sigma  # [B, Branch]
+    shaped = table[actions[:, Branch.DIRECTION]]
+    total = torch.where(shaped, regret, torch.zeros_like(regret)).sum(-1)  # [B]
+    direction = torch.zeros_like(regret)
+    direction[:, Branch.DIRECTION] = 1.0
+    return direction * total[:, None]
