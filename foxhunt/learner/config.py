@@ -133,7 +133,8 @@ class LearnerConfig:
     # default, not yet measured (docs/learner.md, "Expected-SARSA targets")
     target_policy: str = attrs.field(default="greedy", validator=attrs.validators.in_(("greedy", "expected_sarsa")))
     # acting only: HOLD on the direction branch gets this many PopArt σ of expected Q added, so the agent trades only
-    # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor", unmeasured)
+    # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor": 0.25 stopped
+    # every trade beside the execution credit)
     conviction_floor: float = attrs.field(default=0.0, validator=_non_negative_finite)
     # execution credit (foxhunt.learner.execution_credit, docs/learner.md "Execution credit"): the direction branch's
     # return gets back what a non-greedy execution lost, and the execution branches learn only from the orders

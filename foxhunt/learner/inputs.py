@@ -23,8 +23,8 @@ import dataclasses
 import torch
 
 from foxhunt.isv import IsvLayout
-from foxhunt.learner.execution_credit import shaping_weights
 from foxhunt.learner.config import LearnerConfig
+from foxhunt.learner.execution_credit import shaping_weights
 from foxhunt.learner.network import NetworkOutput
 from foxhunt.learner.replay import Batch
 from foxhunt.learner.slots import LearnerReads

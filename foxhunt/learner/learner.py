@@ -35,13 +35,13 @@ from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import ConfigError, LayoutError
 from foxhunt.isv import ISV, IsvLayout
-from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
+from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
