@@ -20,7 +20,7 @@ Two corrections, each a ``[learner]`` switch:
     The sum is over the branches that shaped the order of the direction taken (:data:`SHAPING`): HOLD places
     none, FLAT's ignores the magnitude. A term is 0 when the execution taken was the greedy one, so a sample
     whose execution the agent would have chosen is left as it was. It costs two forward passes at ``s`` per
-    update (none when the target network's ``Q'(s, ·)`` is already computed for a state-value head).
+    update (one when the target network's ``Q'(s, ·)`` is already computed for a state-value head).
 ``shaping_only``
     An execution branch learns only from the samples whose order it shaped: the magnitude from LONG and SHORT,
     the order type and urgency from LONG, SHORT and FLAT. A HOLD's return says nothing about how an order
@@ -60,20 +60,20 @@ def shaping_weights(actions: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """``[B, Branch]`` bool: the direction branch, and each execution branch that shaped the sample's order.
 
     ``actions [B, Branch]`` taken; ``table`` :func:`shaping_table` on their device."""
-    shaped = table[actions[:, Branch.DIRECTION]]
-    direction = torch.zeros_like(shaped)
-    direction[:, Branch.DIRECTION] = True
-    return shaped | direction
+    weights = table[actions[:, Branch.DIRECTION]]  # advanced indexing copies: the table is not written
+    weights[:, Branch.DIRECTION] = True
+    return weights
 
 
 def execution_regret(actions: torch.Tensor, q: torch.Tensor, chooser: torch.Tensor, action_mask: torch.Tensor,
                      sigma: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """``[B, Branch]``: on the direction column, ``Σ_b σ_b (max_a Q_b(s, a) − Q_b(s, a_b))`` over the execution
-    branches that shaped the order; zero on the others.
+    """``[B, Branch]``: on the direction column, ``Σ_b σ_b (Q_b(s, g_b) − Q_b(s, a_b))`` over the execution
+    branches that shaped the order, ``g_b = argmax_a chooser_b(s, a)``; zero on the other columns.
 
-    ``actions [B, Branch]`` taken, ``q [B, Branch, A]`` normalised expected Q at the sampled state,
-    ``action_mask [Branch, A]`` the real actions, ``sigma [Branch]`` PopArt's scales, ``table``
-    :func:`shaping_table`."""
+    ``actions [B, Branch]`` taken; ``q [B, Branch, A]`` the normalised expected Q that values the choices (the
+    target network's) and ``chooser [B, Branch, A]`` the one that picks the greedy choice (the online
+    network's), both at the sampled state; ``action_mask [Branch, A]`` the real actions; ``sigma [Branch]``
+    PopArt's scales; ``table`` :func:`shaping_table`."""
     greedy = chooser.masked_fill(~action_mask, float("-inf")).argmax(-1)  # [B, Branch]
     regret = (q.gather(-1, greedy[..., None]) - q.gather(-1, actions[..., None])).squeeze(-1) * sigma  # [B, Branch]
     shaped = table[actions[:, Branch.DIRECTION]]
