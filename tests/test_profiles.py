@@ -25,7 +25,9 @@ def test_a_cpu_run_gets_the_studys_values_and_the_class_sizes() -> None:
     assert (config.env.n_envs, config.learner.compile) == (64, False)
     assert config.learner.batch_size == PROFILES["cpu"]["learner.batch_size"] == 256
     assert config.learner.lr == PROFILES["cpu"]["learner.lr"]
-    assert config.features.feature_set == "horizons"  # the class default: docs/tune.md, "After the limit-order fix"
+    # the 256-bar level and the execution credit: docs/learner.md, "Execution credit and a 256-bar level"
+    assert config.features.feature_set == "horizons256"
+    assert (config.learner.execution_regret, config.learner.shaping_only) == (True, True)
     # plugin values are defaults beneath the plugin's own section, never a section of their own
     assert config.plugins.settings == {}
     assert config.plugins.profile_settings["mirror"] == {"fraction": PROFILES["cpu"]["plugins.mirror.fraction"]}
@@ -40,6 +42,12 @@ def test_what_the_user_writes_in_a_plugin_section_wins_over_the_profile() -> Non
 def test_the_gpu_profile_keeps_the_class_learning_values() -> None:
     gpu, cpu = load_config(None, ['run.device="cuda"']), load_config(None, ['run.device="cpu"'])
     assert gpu.learner.lr != cpu.learner.lr and gpu.features.feature_set == "horizons"
+    assert (gpu.learner.execution_regret, gpu.learner.shaping_only) == (False, False)
+
+
+def test_a_short_file_can_take_the_64_bar_inputs_instead_of_the_profiles() -> None:
+    config = load_config(None, ['run.device="cpu"', 'features.feature_set="horizons"'])
+    assert config.features.feature_set == "horizons"
 
 
 def test_what_the_user_sets_wins_over_the_profile(tmp_path) -> None:

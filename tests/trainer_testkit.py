@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from foxhunt.cli.main import cli
 
 # A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 80 validation + 5 embargo
-# + 2 x 80 test < 800.
+# + 2 x 80 test < 800. The `horizons` inputs (warm-up 64): the CPU profile's `horizons256` needs 256 bars of it.
 TINY_DATA = "synthetic:planted?bars=800&seed=3"
 TINY = (
     "train.epochs=2", "train.env_steps_per_epoch=96", "train.updates_per_epoch=12", "train.warmup_env_steps=32",
@@ -28,6 +28,7 @@ TINY = (
     "env.n_envs=8", "learner.hidden=[32,32]", "learner.head_hidden=16", "learner.batch_size=32",
     "learner.n_atoms=11", "learner.replay.capacity=2048",
     "plugins.c51.label_smoothing_max=0.1",  # its default: a plugin table in every saved config, resumed and backtested
+    'features.feature_set="horizons"',
 )
 # The same run, long enough (2 folds x 12 epochs) that a live process can be scraped and interrupted mid-run.
 LIVE = (*TINY, "train.epochs=12")

@@ -26,8 +26,9 @@ Two corrections, each a ``[learner]`` switch:
     the order type and urgency from LONG, SHORT and FLAT. A HOLD's return says nothing about how an order
     would have been executed; averaged in, it shrinks the execution branches' advantages towards zero.
 
-Both are off by default: measured on the default run they end the collapse and lift the weak AR(1), and they
-trade the random walk and EUR/USD more (docs/learner.md, "Execution credit").
+The config classes keep both off and the CPU profile (:mod:`foxhunt.profiles`) switches them on: measured on
+the default run they end the collapse and lift the weak AR(1), and they trade the random walk more
+(docs/learner.md, "Execution credit" and "Execution credit and a 256-bar level").
 """
 
 from __future__ import annotations

@@ -150,13 +150,15 @@ def test_the_torch_func_update_gives_the_eager_gradients_with_both_switches(make
     torch.testing.assert_close(reference.losses, step.losses)
 
 
-def test_a_run_config_switches_them_on_and_they_are_off_by_default() -> None:
+def test_the_cpu_profile_switches_them_on_and_the_config_classes_keep_them_off() -> None:
     from foxhunt.config import load_config
+    from foxhunt.learner.config import LearnerConfig
 
-    default = load_config(None, [])
-    assert (default.learner.execution_regret, default.learner.shaping_only) == (False, False)
-    on = load_config(None, ["learner.execution_regret=true", "learner.shaping_only=true"])
-    assert (on.learner.execution_regret, on.learner.shaping_only) == (True, True)
+    assert (LearnerConfig().execution_regret, LearnerConfig().shaping_only) == (False, False)
+    cpu = load_config(None, ['run.device="cpu"'])
+    assert (cpu.learner.execution_regret, cpu.learner.shaping_only) == (True, True)
+    off = load_config(None, ['run.device="cpu"', "learner.execution_regret=false", "learner.shaping_only=false"])
+    assert (off.learner.execution_regret, off.learner.shaping_only) == (False, False)
 
 
 def test_a_learner_with_both_switches_updates_and_stays_finite(make_learner) -> None:
