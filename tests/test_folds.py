@@ -66,12 +66,29 @@ def test_too_short_data_says_how_many_bars_are_needed():
         make_folds(1583, config, warmup=64)
 
 
+@pytest.mark.parametrize("feature_set", ["horizons", "horizons256"])  # the classes' set and the CPU profile's
 @pytest.mark.parametrize("name", ["eurusd-1h-2017", "sp500-1d-1999-2018"])
-def test_the_default_layout_fits_both_bundled_datasets(name):
+def test_the_default_layout_fits_both_bundled_datasets(name, feature_set):
     market = load(name)
-    warmup = compute_features(market).warmup
+    warmup = compute_features(market, feature_set).warmup
     assert len(market) >= bars_needed(FoldConfig(), warmup)
     assert make_folds(len(market), FoldConfig(), warmup)[-1].test.stop == len(market)
+
+
+def test_a_run_on_too_short_data_names_the_feature_set_whose_warm_up_it_needs(tmp_path, monkeypatch):
+    from foxhunt.config import load_config
+    from foxhunt.trainer.trainer import prepare_data
+
+    monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path))
+    layout = ["folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80",
+              "folds.embargo_bars=5", 'data.source="synthetic:planted?bars=800&seed=3"', 'run.device="cpu"']
+    with pytest.raises(DataError) as refused:
+        prepare_data(load_config(None, layout))  # the CPU profile's horizons256: 255 bars of warm-up
+    message = str(refused.value)
+    assert message.startswith("synthetic:planted?bars=800") and "need at least 805: warm-up 255" in message
+    assert "feature set 'horizons256'" in message and "features.feature_set=\"horizons\"" in message
+    # the set the message names as the way out fits
+    assert len(prepare_data(load_config(None, [*layout, 'features.feature_set="horizons"'])).folds) == 2
 
 
 def test_config_validators():

@@ -38,7 +38,7 @@ from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
-from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
+from foxhunt.errors import BandStop, DataError, FoxhuntError, NumericalFault
 from foxhunt.features import FeatureMatrix, FeatureTable, Normalizer, compute_features
 from foxhunt.folds import Fold, describe_folds, make_folds
 from foxhunt.plugin.foreign_writes import refuse_foreign_writes
@@ -102,7 +102,13 @@ def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table:
     table = config_feature_table(config) if table is None else table
     market = load_from_config(config.data) if market is None else market
     features = compute_features(market, config.features.resolve_set(table), config.features.make_cache(), table)
-    folds = make_folds(len(market), config.folds, warmup=features.warmup)
+    try:
+        folds = make_folds(len(market), config.folds, warmup=features.warmup)
+    except DataError as error:
+        # the warm-up is the inputs' longest window: name the set, so a short file sees its other way out
+        raise DataError(f"{market.source}: {error}. The warm-up comes from feature set "
+                        f"{features.feature_set.name!r} (its longest window); sets of shorter windows need fewer bars: "
+                        f"--set 'features.feature_set=\"horizons\"' (warm-up 64) or \"minimal\" (16)") from None
     return PreparedData(market, features, folds)
 
 
