@@ -94,7 +94,14 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "execution": {  # docs/learner.md, "Execution credit"
         "joint (off)": ["learner.execution_regret=false", "learner.shaping_only=false"],
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],
-        "regret+shaping": ["learner.execution_regret=true", "learner.shaping_only=true"],
+        "regret+shaping (CPU profile)": ["learner.execution_regret=true", "learner.shaping_only=true"],
+    },
+    "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes
+        "horizons256 + credit (CPU profile)": [],
+        "horizons256, no credit": ["learner.execution_regret=false", "learner.shaping_only=false"],
+        "horizons + credit": ['features.feature_set="horizons"'],
+        "horizons, no credit": ['features.feature_set="horizons"', "learner.execution_regret=false",
+                                "learner.shaping_only=false"],
     },
 }
 
