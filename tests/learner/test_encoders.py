@@ -248,9 +248,10 @@ PIN_RELATIVE = 1e-5
 SLOTS_NEWER_THAN_THE_PIN = {"iql", "expected_sarsa"}  # owners
 ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
 # The pinned run was recorded at the config classes' learning values; the CPU profile has its own since (the
-# defaults study, docs/tune.md), so the pinned runs name the class values the profile would replace.
+# defaults study, docs/tune.md; the execution credit, docs/learner.md), so the pinned runs name the class values
+# the profile would replace.
 CLASS_VALUES = ("learner.lr=3e-4", 'features.feature_set="horizons"', "plugins.mirror.fraction=0.25",
-                "plugins.epsilon.decay_fraction=0.5")
+                "plugins.epsilon.decay_fraction=0.5", "learner.execution_regret=false", "learner.shaping_only=false")
 
 
 def close_to_pin(value: float, pinned: float) -> bool:
