@@ -30,6 +30,7 @@ TINY = [
     "--set", "folds.validation_bars=60", "--set", "folds.test_bars=60", "--set", "folds.embargo_bars=5",
     "--set", "env.n_envs=8", "--set", "learner.hidden=[32,32]", "--set", "learner.head_hidden=16",
     "--set", "learner.batch_size=32", "--set", "learner.n_atoms=11", "--set", "learner.replay.capacity=1024",
+    "--set", 'features.feature_set="horizons"',  # warm-up 64: the folds above fit 600 bars
 ]
 
 
