@@ -36,10 +36,10 @@ def _positive_or_none(instance: object, attribute: attrs.Attribute, value: float
 class FeatureConfig:
     """Which features, where the cache lives, and how inputs are normalised.
 
-    ``feature_set``: a built-in set (horizons, the default; minimal; ohlcv; book) or a loaded feature
-    plugin's (``book_full``, from ``book_features``). ``names``: an explicit list instead (a custom set
-    named after ``feature_set``). A core family's name is checked here; a plugin's, when the run's feature
-    table is known (:meth:`resolve_set`).
+    ``feature_set``: a built-in set (horizons, the default; horizons256, the CPU profile's; minimal; ohlcv;
+    book) or a loaded feature plugin's (``book_full``, from ``book_features``). ``names``: an explicit list
+    instead (a custom set named after ``feature_set``). A core family's name is checked here; a plugin's, when
+    the run's feature table is known (:meth:`resolve_set`).
     ``cache_dir``: None for the default (``$FOXHUNT_CACHE_DIR/features`` or
     ``~/.cache/foxhunt/features``). ``cache``: False disables the cache.
     ``cache_max_mb``: the most the cache's entries may hold, in MiB; least
