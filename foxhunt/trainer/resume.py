@@ -259,7 +259,10 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
     if trainer.recovery is not None:
         _restore_recovery(trainer, metadata.get("recovery"), directory)
     position = Position(record.fold, record.epoch, record.best, record.results)
-    trainer.run_dir.truncate_metrics(record.metric_lines)
+    try:
+        trainer.run_dir.truncate_metrics(record.metric_lines)
+    except FoxhuntError as error:  # the checkpoint counts lines metrics.jsonl no longer holds: refuse the pair
+        raise CheckpointError(f"{directory}: {error}") from None
     if position.epoch > 0:
         fold = trainer.data.folds[position.fold]
         trainer.enter_fold(fold)
