@@ -86,9 +86,24 @@ def test_a_run_on_too_short_data_names_the_feature_set_whose_warm_up_it_needs(tm
         prepare_data(load_config(None, layout))  # the CPU profile's horizons256: 255 bars of warm-up
     message = str(refused.value)
     assert message.startswith("synthetic:planted?bars=800") and "need at least 805: warm-up 255" in message
-    assert "feature set 'horizons256'" in message and "features.feature_set=\"horizons\"" in message
-    # the set the message names as the way out fits
-    assert len(prepare_data(load_config(None, [*layout, 'features.feature_set="horizons"'])).folds) == 2
+    offered = message.split("built-in sets that fit: ")[1]
+    assert "feature set 'horizons256'" in message and "'horizons256'" not in offered
+    # 550 bars of folds: every set with a warm-up of at most 250 fits; `book` needs a book this market has not
+    for name, warmup in (("ohlcv", 64), ("minimal", 16), ("horizons", 63)):
+        assert f"'{name}' (warm-up {warmup})" in offered
+        assert len(prepare_data(load_config(None, [*layout, f'features.feature_set="{name}"'])).folds) == 2
+    assert "'book'" not in offered
+
+
+def test_a_layout_no_built_in_set_fits_says_so(tmp_path, monkeypatch):
+    from foxhunt.config import load_config
+    from foxhunt.trainer.trainer import prepare_data
+
+    monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path))
+    layout = ["folds.n_folds=2", "folds.train_bars=700", "folds.validation_bars=80", "folds.test_bars=80",
+              "folds.embargo_bars=5", 'data.source="synthetic:planted?bars=800&seed=3"', 'run.device="cpu"']
+    with pytest.raises(DataError, match="no built-in set leaves room for these folds"):
+        prepare_data(load_config(None, layout))  # 950 bars of folds before any warm-up
 
 
 def test_config_validators():

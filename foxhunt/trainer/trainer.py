@@ -39,8 +39,8 @@ from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, DataError, FoxhuntError, NumericalFault
-from foxhunt.features import FeatureMatrix, FeatureTable, Normalizer, compute_features
-from foxhunt.folds import Fold, describe_folds, make_folds
+from foxhunt.features import FEATURE_SETS, FeatureMatrix, FeatureTable, Normalizer, compute_features
+from foxhunt.folds import Fold, FoldConfig, bars_needed, describe_folds, make_folds
 from foxhunt.plugin.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
@@ -105,11 +105,27 @@ def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table:
     try:
         folds = make_folds(len(market), config.folds, warmup=features.warmup)
     except DataError as error:
-        # the warm-up is the inputs' longest window: name the set, so a short file sees its other way out
+        # the warm-up is the inputs' longest window: name the set, and the built-in sets that leave room
+        fitting = ", ".join(f"{name!r} (warm-up {warmup})" for name, warmup in _sets_that_fit(market, config.folds, table))
+        way_out = (f"built-in sets that fit: {fitting} (--set 'features.feature_set=\"NAME\"')" if fitting
+                   else "no built-in set leaves room for these folds")
         raise DataError(f"{market.source}: {error}. The warm-up comes from feature set "
-                        f"{features.feature_set.name!r} (its longest window); sets of shorter windows need fewer bars: "
-                        f"--set 'features.feature_set=\"horizons\"' (warm-up 64) or \"minimal\" (16)") from None
+                        f"{features.feature_set.name!r} (its longest window); {way_out}") from None
     return PreparedData(market, features, folds)
+
+
+def _sets_that_fit(market: MarketData, folds: FoldConfig, table: FeatureTable) -> list[tuple[str, int]]:
+    """The core's feature sets whose warm-up leaves room for ``folds`` on ``market``, with their warm-ups (computed,
+    not cached: only a refused run asks)."""
+    fitting = []
+    for name in FEATURE_SETS:
+        try:
+            warmup = compute_features(market, name, None, table).warmup
+        except DataError:  # a set this market cannot compute: book features without a book, or too few bars
+            continue
+        if bars_needed(folds, warmup) <= len(market):
+            fitting.append((name, warmup))
+    return fitting
 
 
 def normalised_features(features: FeatureMatrix, fold: Fold, clip: float | None) -> tuple[np.ndarray, Normalizer]:
