@@ -52,6 +52,9 @@ QUICK_OVERRIDES = ["folds.n_folds=1", "train.epochs=1", "train.env_steps_per_epo
                    "train.warmup_env_steps=512", "env.n_envs=16"]
 QUICK_SEEDS = 2
 DEFAULT_SEEDS = 5
+# The execution credit's two switches (docs/learner.md, "Execution credit"), on and off.
+_CREDIT_ON = ["learner.execution_regret=true", "learner.shaping_only=true"]
+_CREDIT_OFF = ["learner.execution_regret=false", "learner.shaping_only=false"]
 # --ablation NAME: the same runs under each variant's overrides (added after --set), one table row per variant
 # and dataset. The first variant is the default it is measured against.
 ABLATIONS: dict[str, dict[str, list[str]]] = {
@@ -92,16 +95,16 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
     },
     "execution": {  # docs/learner.md, "Execution credit"
-        "joint (off)": ["learner.execution_regret=false", "learner.shaping_only=false"],
+        "joint (off)": _CREDIT_OFF,
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],
-        "regret+shaping (CPU profile)": ["learner.execution_regret=true", "learner.shaping_only=true"],
+        "regret+shaping (CPU profile)": _CREDIT_ON,
     },
-    "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes
-        "horizons256 + credit (CPU profile)": [],
-        "horizons256, no credit": ["learner.execution_regret=false", "learner.shaping_only=false"],
-        "horizons + credit": ['features.feature_set="horizons"'],
-        "horizons, no credit": ['features.feature_set="horizons"', "learner.execution_regret=false",
-                                "learner.shaping_only=false"],
+    "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes, each
+        # named in every variant, so the labels hold under any profile (the GPU profile has neither)
+        "horizons256, credit (CPU profile)": ['features.feature_set="horizons256"', *_CREDIT_ON],
+        "horizons256, no credit": ['features.feature_set="horizons256"', *_CREDIT_OFF],
+        "horizons, credit": ['features.feature_set="horizons"', *_CREDIT_ON],
+        "horizons, no credit": ['features.feature_set="horizons"', *_CREDIT_OFF],
     },
 }
 

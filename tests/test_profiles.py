@@ -45,11 +45,6 @@ def test_the_gpu_profile_keeps_the_class_learning_values() -> None:
     assert (gpu.learner.execution_regret, gpu.learner.shaping_only) == (False, False)
 
 
-def test_a_short_file_can_take_the_64_bar_inputs_instead_of_the_profiles() -> None:
-    config = load_config(None, ['run.device="cpu"', 'features.feature_set="horizons"'])
-    assert config.features.feature_set == "horizons"
-
-
 def test_what_the_user_sets_wins_over_the_profile(tmp_path) -> None:
     path = tmp_path / "run.toml"
     path.write_text('[run]\ndevice = "cuda"\n[env]\nn_envs = 512\n')
