@@ -106,7 +106,8 @@ def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table:
         folds = make_folds(len(market), config.folds, warmup=features.warmup)
     except DataError as error:
         # the warm-up is the inputs' longest window: name the set, and the built-in sets that leave room
-        fitting = ", ".join(f"{name!r} (warm-up {warmup})" for name, warmup in _sets_that_fit(market, config.folds, table))
+        fits = _sets_that_fit(market, config.folds, table)
+        fitting = ", ".join(f"{name!r} (warm-up {warmup})" for name, warmup in fits)
         way_out = (f"built-in sets that fit: {fitting} (--set 'features.feature_set=\"NAME\"')" if fitting
                    else "no built-in set leaves room for these folds")
         raise DataError(f"{market.source}: {error}. The warm-up comes from feature set "

@@ -12,17 +12,18 @@ Without the credit (`learner.execution_regret=false`, `learner.shaping_only=fals
 -0.34, 0.95, 0.78, 0.84, 0.93, AR(1) -0.09, 1.01, -0.05, 1.11, 0.61 (seeds 1 and 3 stopped trading early: the
 collapse of docs/learner.md, "Why a seed stops trading") and random-walk turnover 0.01, 0.11, 0.00, 0.12, 0.16.
 Another CPU model rounds the sums differently, and a short run carries that far: without the credit, on the
-machine where the thresholds were first set the same seeds gave planted -0.34, 0.69, 0.89, 0.84, 0.84, AR(1) 0.19, 1.16, 0.00,
-1.42, 0.61 and random-walk turnover 0.03, 0.07, 0.00, 0.15, 0.16; with two torch threads here, AR(1) -0.33,
-1.12, 0.14, 1.37, 0.62. On the earlier bars, whose limit orders filled for free, AR(1) was 1.09, 1.53, 0.42,
-2.05, 0.32, and a PopArt change that brought that median to 0.30 failed the test.
+machine where the thresholds were first set the same seeds gave planted -0.34, 0.69, 0.89, 0.84, 0.84, AR(1) 0.19,
+1.16, 0.00, 1.42, 0.61 and random-walk turnover 0.03, 0.07, 0.00, 0.15, 0.16; with two torch threads here, AR(1)
+-0.33, 1.12, 0.14, 1.37, 0.62. On the earlier bars, whose limit orders filled for free, AR(1) was 1.09, 1.53,
+0.42, 2.05, 0.32, and a PopArt change that brought that median to 0.30 failed the test.
 
 So on each signal market the median of the five seeds must reach half the oracle, and on the planted market at
-most one seed may fail to make money (on the AR(1) market two seeds reach a fifth of the oracle, and without
-the credit two collapsed on one machine kind and one on another, so the median is its bar); on the random walk the median turnover must stay under CHURN_FRACTION of
-the churner's. One short run's result varies with the seed (the market and the agent), which is why the bar is
-on five seeds' median. The thresholds sit at or below the measured medians so that they fail when learning
-regresses; the CPU path is bit-reproducible, so a given commit always gives the same figures on one machine.
+most one seed may fail to make money (on the AR(1) market two seeds reach a fifth of the oracle, and without the
+credit two collapsed on one machine kind and one on another, so the median is its bar); on the random walk the
+median turnover must stay under CHURN_FRACTION of the churner's. One short run's result varies with the seed (the
+market and the agent), which is why the bar is on five seeds' median. The thresholds sit at or below the measured
+medians so that they fail when learning regresses; the CPU path is bit-reproducible, so a given commit always
+gives the same figures on one machine.
 
 The config names its feature set (`ohlcv`, the twenty inputs), its learning rate (3e-4), batch (128) and ε decay
 (0.5), and turns the replay's mirror off, because the figures above were measured that way (the CPU profile's
@@ -169,7 +170,8 @@ def test_agent_finds_the_ar1_signal_out_of_sample(tmp_path: Path) -> None:
     assert_median_oracle_fraction(
         tmp_path, "synthetic:ar1?phi=0.2&bars=2000",
         lambda trainer, window: oracle_backtest(trainer.data.market, trainer.config.env, window).sharpe,
-        SIGNAL_FRACTION, most_losers=None,  # seeds 1 and 3 reach a fifth of the oracle (the docstring): the median is the bar
+        # seeds 1 and 3 reach a fifth of the oracle (the docstring): the median is the bar
+        SIGNAL_FRACTION, most_losers=None,
     )
 
 
