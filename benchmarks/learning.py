@@ -90,9 +90,10 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "greedy (default)": [],
         "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
     },
-    "conviction": {  # docs/learner.md, "Conviction floor": off by default, not yet measured
+    "conviction": {  # docs/learner.md, "Conviction floor" and "Conviction spread": both off by default
         "off (default)": [],
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
+        "spread 0.5": ["learner.conviction_spread=0.5"],
     },
     "execution": {  # docs/learner.md, "Execution credit"
         "joint (off)": _CREDIT_OFF,

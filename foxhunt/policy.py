@@ -44,7 +44,7 @@ from foxhunt.features import Normalizer
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt,
                              SpectralNorm, learner_config_of, popart_of, support_atoms, window_input)
-from foxhunt.learner.conviction import with_conviction_floor
+from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
 from foxhunt.plugin.settings import migrate_saved
 from foxhunt.plugin.records import Encoder
@@ -164,10 +164,10 @@ class Policy:
     @torch.no_grad()
     def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
         """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``. With
-        ``[learner] conviction_floor`` > 0 HOLD's value carries the floor, as the learner's acting values do."""
-        q = self.network.expected_q(self.encoder_input(obs, bars), self.support())
-        if self.config.conviction_floor > 0:  # the saved config's: off, the values are the network's
-            q = with_conviction_floor(q, self.config.conviction_floor)
+        the saved ``[learner] conviction_floor`` and ``conviction_spread`` (:mod:`foxhunt.learner.conviction`), as
+        the learner's acting values do."""
+        q = acting_q(self.network, self.encoder_input(obs, bars), self.support(), self.config.conviction_floor,
+                     self.config.conviction_spread)
         return self.popart.unnormalize_q(q)
 
     def greedy_actions(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:

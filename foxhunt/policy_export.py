@@ -44,7 +44,7 @@ from foxhunt.actions import BRANCH_TABLES, Branch
 from foxhunt.checkpoint_backtest import LoadedPolicy, load_policy
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import FoxhuntError
-from foxhunt.learner.conviction import with_conviction_floor
+from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.network import BranchingNetwork
 
 __all__ = [
@@ -74,22 +74,23 @@ class GreedyPolicy(nn.Module):
     """``observation`` float32 ``[B, obs]`` -> ``(actions int64 [B, Branch], q_values float32 [B, Branch, A])``.
 
     ``support [Branch, N]`` and the PopArt statistics ``mu``, ``sigma [Branch]`` are the checkpoint's, fixed;
-    ``conviction_floor`` the saved ``[learner] conviction_floor`` (0: off), applied as the backtest applies it.
+    ``conviction_floor`` and ``conviction_spread`` the saved ``[learner]`` margins (0: off), applied as the
+    backtest applies them.
     """
 
     def __init__(self, network: BranchingNetwork, support: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor,
-                 conviction_floor: float = 0.0) -> None:
+                 conviction_floor: float = 0.0, conviction_spread: float = 0.0) -> None:
         super().__init__()
         self.network = network
         self.conviction_floor = float(conviction_floor)
+        self.conviction_spread = float(conviction_spread)
         self.register_buffer("support", support.detach().clone())
         self.register_buffer("mu", mu.detach().clone())
         self.register_buffer("sigma", sigma.detach().clone())
 
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        q = self.network.expected_q(observation, self.support)
-        if self.conviction_floor > 0:  # a constant of the export: off, the graph is the one without it
-            q = with_conviction_floor(q, self.conviction_floor)
+        # constants of the export: at 0 the graph is the one without them
+        q = acting_q(self.network, observation, self.support, self.conviction_floor, self.conviction_spread)
         q = q * self.sigma[None, :, None] + self.mu[None, :, None]
         return q.argmax(-1), q
 
@@ -121,7 +122,7 @@ def policy_module(loaded: LoadedPolicy, inputs: str = "observation") -> nn.Modul
     policy = loaded.policy
     with torch.no_grad():
         greedy = GreedyPolicy(policy.network, policy.support(), policy.popart.mu, policy.popart.sigma,
-                              policy.config.conviction_floor)
+                              policy.config.conviction_floor, policy.config.conviction_spread)
     module: nn.Module = greedy
     if inputs == "raw":
         normalizer = policy.normalizer

@@ -136,6 +136,10 @@ class LearnerConfig:
     # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor": 0.25 stopped
     # every trade beside the execution credit)
     conviction_floor: float = attrs.field(default=0.0, validator=_non_negative_finite)
+    # acting only: every other direction loses this many standard deviations of the ensemble heads' disagreement on
+    # its advantage over HOLD, so the agent trades where the heads agree; 0 (the default) is off (docs/learner.md,
+    # "Conviction spread")
+    conviction_spread: float = attrs.field(default=0.0, validator=_non_negative_finite)
     # execution credit (foxhunt.learner.execution_credit, docs/learner.md "Execution credit"): the direction branch's
     # return gets back what a non-greedy execution lost, and the execution branches learn only from the orders
     # they shaped; off here, on in the CPU profile (foxhunt/profiles.py)

@@ -46,7 +46,7 @@ from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.learner.network import BranchingNetwork
 from foxhunt.learner.optim import LRSchedule, make_optimizer
-from foxhunt.learner.conviction import with_conviction_floor
+from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.popart import popart_of
 from foxhunt.learner.target_policy import expected_sarsa_next
 from foxhunt.learner.replay import Batch, Replay
@@ -373,9 +373,7 @@ class Learner:
                 raise ValueError(f"encoder {self.encoder.name!r} reads {self.window} bars: act_values needs each "
                                  "observation's bar index, and use_features the fold's feature matrix")
             x = window_input(x, bars, self.feature_matrix, self.window)
-        q = self.network.expected_q(x, self.support())
-        if self.config.conviction_floor > 0:  # a constant of the run: off, the values are the network's
-            q = with_conviction_floor(q, self.config.conviction_floor)
+        q = acting_q(self.network, x, self.support(), self.config.conviction_floor, self.config.conviction_spread)
         return self.popart.unnormalize_q(q)
 
     def metrics(self) -> dict[str, torch.Tensor]:

@@ -257,7 +257,11 @@ class BranchingNetwork(nn.Module):
         softmax, the product with the support and the sum fuse into one pass
         over the logits.
         """
-        probs = torch.softmax(self.acting_logits(self.features(obs)), dim=-1)
+        return self.expected_q_of(self.features(obs), support)
+
+    def expected_q_of(self, h: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+        """:meth:`expected_q` from the trunk's features ``h`` (acting that also reads the ensemble shares them)."""
+        probs = torch.softmax(self.acting_logits(h), dim=-1)
         q = (probs * support[None, :, None, :]).sum(-1)
         return q.masked_fill(~self.action_mask, float("-inf"))
 
