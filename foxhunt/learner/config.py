@@ -142,7 +142,7 @@ class LearnerConfig:
     conviction_spread: float = attrs.field(default=0.0, validator=_non_negative_finite)
     # execution credit (foxhunt.learner.execution_credit, docs/learner.md "Execution credit"): the direction branch's
     # return gets back what a non-greedy execution lost, and the execution branches learn only from the orders
-    # they shaped; off here, on in the CPU profile (foxhunt/profiles.py)
+    # they shaped; off here, on in both profiles (foxhunt/profiles.py)
     execution_regret: bool = False
     shaping_only: bool = False
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
