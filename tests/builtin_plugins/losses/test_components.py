@@ -8,6 +8,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from foxhunt.errors import BudgetError
 from foxhunt.plugin.spec import hookimpl
@@ -92,6 +94,61 @@ def test_ensemble_loss_is_fit_plus_reduced_spread(make_learner) -> None:
     mean = q.mean(1)
     per = 0.5 * (mean - inputs.target_q) ** 2 + 0.75 * 0.5 * q.var(1, unbiased=False)
     torch.testing.assert_close(component.loss(inputs), inputs.batch_mean(inputs.branch_mean(per)))
+
+
+def reference_mask(slot: int, head: int, share: float) -> bool:
+    """The bootstrap hash in Python integers (no overflow to hide), head counted from 1."""
+    m32 = 0xFFFFFFFF
+    h = ((slot & m32) * 0x9E3779B1 & m32) ^ (head * 0x85EBCA77 & m32)
+    h = ((h ^ (h >> 15)) * 0x2C1B3C6D) & m32
+    h = h ^ (h >> 13)
+    return (h & 0xFFFF) < int(share * 65536)
+
+
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 2**31 - 1), heads=st.integers(2, 8), share=st.floats(0.05, 1.0))
+def test_the_bootstrap_mask_is_a_fixed_hash_of_slot_and_head(seed: int, heads: int, share: float) -> None:
+    slots = torch.randint(0, 2**40, (64,), generator=torch.Generator().manual_seed(seed))
+    mask = ensemble.bootstrap_mask(slots, heads, share)
+    want = [[float(reference_mask(int(s), k + 1, share)) for k in range(heads)] for s in slots.tolist()]
+    assert mask.tolist() == want
+    assert torch.equal(ensemble.bootstrap_mask(slots.flip(0), heads, share), mask.flip(0))  # per slot, not per row
+
+
+def test_each_head_learns_from_its_share_of_the_slots_independently() -> None:
+    mask = ensemble.bootstrap_mask(torch.arange(200_000), 5, 0.5)
+    assert torch.allclose(mask.mean(0), torch.full((5,), 0.5), atol=0.01)
+    both = (mask[:, 0] * mask[:, 1]).mean()
+    assert abs(float(both) - 0.25) < 0.01  # heads 1 and 2 agree as independent coins would
+    assert torch.equal(ensemble.bootstrap_mask(torch.arange(1000), 5, 1.0), torch.ones(1000, 5))
+
+
+def test_a_bootstrapped_ensemble_loss_fits_each_head_on_its_own_slots(make_learner) -> None:
+    learner = make_learner(settings={"ensemble": {"diversity": 0.0, "bootstrap": 0.6}}, dtype=torch.float64)
+    inputs = learner.loss_inputs(learner.sample(32))
+    component = next(c for c in learner.components if c.name == "ensemble")
+    q = inputs.taken(inputs.online.ensemble.transpose(0, 1), action_dim=3)  # [B, K, Branch]
+    batch, heads, branches = q.shape
+    weights = inputs.branch_weights.expand(batch, branches) if inputs.branch_weights.dim() == 1 else inputs.branch_weights
+    total = 0.0
+    for b in range(batch):
+        slot = int(inputs.batch.indices[b])
+        per_branch = []
+        for branch in range(branches):
+            fit = sum(0.5 * float(q[b, k, branch] - inputs.target_q[b, branch]) ** 2
+                      for k in range(heads) if reference_mask(slot, k + 1, 0.6))
+            per_branch.append(fit / heads / 0.6 * float(weights[b, branch]))
+        total += sum(per_branch) / branches * float(inputs.batch.weights[b])
+    torch.testing.assert_close(float(component.loss(inputs)), total / batch, rtol=1e-10, atol=1e-12)
+
+
+def test_bootstrap_needs_diversity_zero_and_a_share_in_range() -> None:
+    assert ensemble.EnsembleSettings().bootstrap == 1.0
+    with pytest.raises(ValueError, match="set diversity = 0"):
+        ensemble.EnsembleSettings(bootstrap=0.5)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="bootstrap"):
+            ensemble.EnsembleSettings(diversity=0.0, bootstrap=bad)
 
 
 class L2Plugin:
