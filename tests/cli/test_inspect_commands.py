@@ -247,7 +247,7 @@ def test_config_show_prints_every_plugins_settings_resolved_with_defaults(run) -
     assert plugins["iqn"] == {"kappa": 2.5}
     assert plugins["static"] == {"cql_alpha": 0.0}
     assert plugins["c51"] == {"label_smoothing_max": 0.1}  # no table given: the plugin's defaults
-    assert plugins["ensemble"] == {"diversity": 0.5}
+    assert plugins["ensemble"] == {"diversity": 0.5, "bootstrap": 1.0}
     assert plugins["tau"] == {"start": 0.01, "end": 0.001, "floor_min": 0.001, "floor_max": 0.005}
     assert "[plugins.iqn]\nkappa = 2.5\n" in result.stdout
     assert "learner" in tomllib.loads(result.stdout) and "kappa" not in tomllib.loads(result.stdout)["learner"]
