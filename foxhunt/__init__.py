@@ -25,8 +25,8 @@ from foxhunt.isv import ISV, IsvLayout, ReadOnlyISV, Slot
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.monitoring.monitors import MONITOR_STATE_PREFIX, AdaptiveMonitor, DiagSnapshot, SignalSnapshot, reset_monitor
 from foxhunt.plugin.host import PluginHost, PluginSelection
-from foxhunt.plugin.records import (AugmentationFold, AugmentationInputs, CentredSupport, Combination, Encoder,
-                             GradientCombiner, Kernel, KernelPoint, LossComponent, ReplayAugmentation)
+from foxhunt.plugin.records import (AugmentationFold, AugmentationInputs, AuxiliaryTask, CentredSupport, Combination,
+                                    Encoder, GradientCombiner, Kernel, KernelPoint, LossComponent, ReplayAugmentation)
 from foxhunt.plugin.registrar import Registrar
 from foxhunt.state import ResetCategory, StateRegistry
 
@@ -35,6 +35,7 @@ __all__ = [
     "AdaptiveMonitor",
     "AugmentationFold",
     "AugmentationInputs",
+    "AuxiliaryTask",
     "Branch",
     "CentredSupport",
     "Combination",

@@ -229,8 +229,11 @@ class Policy:
                                 clip=record.normalizer_clip)
         # a run whose loss asked for a state-value head (the IQL value head) saved it with the network
         head = tensors.get(f"{_TENSOR_PREFIX}network.state_value_out.bias")
+        # and a run with an auxiliary task saved the auxiliary head (acting never reads it)
+        auxiliary = tensors.get(f"{_TENSOR_PREFIX}network.auxiliary_out.bias")
         policy = cls._untrained(config, n_features, isv, normalizer, metadata, encoder,
-                                state_values=0 if head is None else int(head.shape[-1]))
+                                state_values=0 if head is None else int(head.shape[-1]),
+                                auxiliary_outputs=0 if auxiliary is None else int(auxiliary.shape[-1]))
         with naming_the_file(tensor_path):
             policy.load_state_dict({name.removeprefix(_TENSOR_PREFIX): tensor for name, tensor in tensors.items()
                                     if name.startswith(_TENSOR_PREFIX)})
@@ -238,18 +241,21 @@ class Policy:
 
     @classmethod
     def _untrained(cls, config: LearnerConfig, n_features: int, isv: ISV, normalizer: Normalizer,
-                   metadata: Mapping[str, Any], encoder: Encoder, *, state_values: int = 0) -> Policy:
+                   metadata: Mapping[str, Any], encoder: Encoder, *, state_values: int = 0,
+                   auxiliary_outputs: int = 0) -> Policy:
         """Modules of the learner's shapes, to load into; built as the learner builds them.
 
         ``state_values``: the width of the state-value head the saved network has (0: none). Acting does not
-        use it (the centre it gives is the same for every action of a branch), so no centre rule is needed."""
+        use it (the centre it gives is the same for every action of a branch), so no centre rule is needed.
+        ``auxiliary_outputs``: the width of the saved auxiliary head (0: none), kept only so the file loads whole."""
         device = isv.tensor.device
         portfolio = PortfolioObs.size()
         # parameter init draws from the global RNG: forked, so loading a policy mid-run leaves the run's draws alone
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             module = encoder.build(n_features, portfolio, encoder.settings)
             network = BranchingNetwork(encoder_input_width(encoder.window, n_features, portfolio), config,
-                                       encoder=module, state_values=state_values).to(device, _DTYPE)
+                                       encoder=module, state_values=state_values,
+                                       auxiliary_outputs=auxiliary_outputs).to(device, _DTYPE)
         generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
         spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
         popart = popart_of(config.popart_stats, len(Branch), network.n_actions, config.popart_beta,

@@ -14,6 +14,7 @@ DOCUMENTED = {
     "AugmentationFold",
     "AugmentationInputs",
     "Branch",
+    "AuxiliaryTask",
     "CentredSupport",
     "Combination",
     "DiagSnapshot",

@@ -167,3 +167,31 @@ def test_a_second_run_on_a_warm_kernel_cache_trains_on_cuda(tmp_path) -> None:
                               timeout=600)
         assert done.returncode == 0, f"the {run}-cache run failed:\n{done.stderr[-4000:]}"
         assert (tmp_path / run / "summary.json").is_file()
+
+
+def test_auxiliary_tasks_train_inside_the_compiled_captured_step(tmp_path_factory) -> None:
+    """With the auxiliary tasks on (their head, the replay's bar indices and future-return gather), the compiled
+    step is still captured once and replayed without a host sync, and both tasks' losses are finite and learn."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
+    config = load_config(None, [*SHORT, "run.cuda_graph=true", "learner.compile=true",
+                                "plugins.auxiliary.enabled=true", "learner.budgets.c51=0.3"])
+    trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("cuda_auxiliary")), show_progress=False)
+    trainer._build()
+    trainer._start_fold(trainer.data.folds[0])
+    trainer._collect_and_learn(0, RunProgress(False, 1, 2))
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        trainer._collect_and_learn(1, RunProgress(False, 1, 2))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert trainer.graphs.captures == {"collect": 1, "update": 1}
+    metrics = trainer.learner.metrics()
+    for name in ("aux_return", "aux_regime"):
+        loss, norm = float(metrics[f"loss.{name}"]), float(metrics[f"grad_norm.{name}"])
+        assert math.isfinite(loss) and loss > 0.0 and norm > 0.0, (name, loss, norm)
+    # the gather read real targets: the replay's bars lie in the fold's training window
+    fold = trainer.data.folds[0]
+    bars = trainer.learner.replay.bars[: int(trainer.learner.replay.written.clamp(max=trainer.learner.replay.rows))]
+    assert int(bars.min()) >= fold.train.start and int(bars.max()) < fold.train.stop

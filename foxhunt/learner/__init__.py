@@ -4,6 +4,7 @@ The agent's exploration is :mod:`foxhunt.learner.exploration`, imported from the
 device function, and ``import foxhunt.learner`` (which the pytest plugin does) must not load numba.
 """
 
+from foxhunt.learner.auxiliary import AuxiliaryLayout, auxiliary_layout, future_return_table
 from foxhunt.learner.budgets import GradientBudget, budgeted_sum, resolve_budgets, split_flat
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, budget_clip, combine, select_combiner
 from foxhunt.learner.config import LearnerConfig, ReplayConfig, learner_config_of
@@ -19,6 +20,7 @@ from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 
 __all__ = [
+    "AuxiliaryLayout",
     "Batch",
     "BUDGETED_SUM",
     "BranchingNetwork",
@@ -36,10 +38,12 @@ __all__ = [
     "ReplayConfig",
     "RobustPopArt",
     "SpectralNorm",
+    "auxiliary_layout",
     "budget_clip",
     "budgeted_sum",
     "combine",
     "Targets",
+    "future_return_table",
     "learner_config_of",
     "popart_of",
     "project_distribution",

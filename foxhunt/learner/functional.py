@@ -112,7 +112,7 @@ class FunctionalGradients:
     def _forward(self, params: dict[str, torch.Tensor], batch: Any, support: torch.Tensor, taus: torch.Tensor,
                  targets: Any) -> tuple[LossInputs, tuple[torch.Tensor, ...]]:
         online = torch.func.functional_call(self.network, params, (batch.obs, support),
-                                            {"taus": taus, "with_ensemble": True})
+                                            {"taus": taus, "with_ensemble": True, "with_auxiliary": True})
         inputs = build_loss_inputs(batch, online, support, targets, self.sources)
         per_sample = () if self.priority is None else (self.priority.per_sample(inputs).detach(),)
         return inputs, (online.q.detach(), *per_sample)

@@ -19,6 +19,7 @@ the largest branch; ``action_mask`` marks real ones).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import torch
 
@@ -58,6 +59,9 @@ class LossInputs:
       whose order it did not shape (:mod:`foxhunt.learner.execution_credit`).
     - ``health [1]``, ``cql_alpha [1]``: the ISV slots (or their config fallbacks).
     - ``isv``/``layout``: the whole ISV, for components reading slots of their own.
+    - ``auxiliary_columns``: each :class:`~foxhunt.plugin.records.AuxiliaryTask` component's columns of
+      ``online.auxiliary`` (:meth:`auxiliary` reads them); ``batch.future_returns``/``future_valid`` ``[B, H]``
+      the market's standardised next returns and their mask (:mod:`foxhunt.learner.auxiliary`).
     """
 
     batch: Batch
@@ -75,6 +79,15 @@ class LossInputs:
     layout: IsvLayout
     config: LearnerConfig
     target_taken_q: torch.Tensor | None = None
+    auxiliary_columns: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+    def auxiliary(self, name: str) -> torch.Tensor:
+        """Component ``name``'s columns of the auxiliary head, ``[B, outputs]`` (its ``AuxiliaryTask.outputs``)."""
+        if name not in self.auxiliary_columns or self.online.auxiliary is None:
+            raise KeyError(f"loss component {name!r} has no auxiliary head columns: give its LossComponent an "
+                           f"AuxiliaryTask (components with one: {sorted(self.auxiliary_columns) or 'none'})")
+        start, stop = self.auxiliary_columns[name]
+        return self.online.auxiliary[:, start:stop]
 
     def batch_support(self) -> torch.Tensor:
         """The atoms as ``[B, Branch, N]`` (per sample) or ``[1, Branch, N]`` (shared): what projections broadcast."""
@@ -111,7 +124,8 @@ class InputSources:
 
     Live tensors read at each update, never copied: ``action_mask [Branch, A]`` (the network's),
     ``reads`` (the learner's ISV views or config fallbacks), the whole ``isv`` buffer with its ``layout``;
-    and fixed settings: ``config`` and the update's ``dtype``. ``shaping [Direction, Branch]``
+    and fixed settings: ``config``, the update's ``dtype`` and the auxiliary head's ``auxiliary_columns``
+    (:class:`~foxhunt.learner.auxiliary.AuxiliaryLayout`). ``shaping [Direction, Branch]``
     (:func:`~foxhunt.learner.execution_credit.shaping_table`) when ``[learner] shaping_only`` is on, else ``None``.
     """
 
@@ -122,6 +136,7 @@ class InputSources:
     config: LearnerConfig
     dtype: torch.dtype
     shaping: torch.Tensor | None = None
+    auxiliary_columns: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor, targets: Targets,
@@ -148,4 +163,5 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
         layout=sources.layout,
         config=sources.config,
         target_taken_q=targets.taken_q,
+        auxiliary_columns=sources.auxiliary_columns,
     )

@@ -29,12 +29,14 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import ConfigError, LayoutError
 from foxhunt.isv import ISV, IsvLayout
+from foxhunt.learner.auxiliary import auxiliary_layout, future_return_table
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
@@ -153,6 +155,8 @@ class Learner:
         # a component's CentredSupport (the IQL value head): a state-value head, atoms centred per sample
         self.centring = centred_support_request(self.components)
         self.support_floor = None if self.centring is None else _floor_view(isv, self.centring.floor)
+        # the components' AuxiliaryTasks: an auxiliary head's columns and the replay's future returns
+        self.auxiliary = auxiliary_layout(self.components)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
         # parameter init draws from the global RNG; fork it so construction is seeded and leaves it untouched
@@ -161,6 +165,7 @@ class Learner:
             encoder = self.encoder.build(n_features, obs_dim - n_features, self.encoder.settings)
             head = {} if self.centring is None else {"state_values": self.centring.outputs,
                                                        "centre": self.centring.centre}
+            head["auxiliary_outputs"] = self.auxiliary.outputs
             self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, **head).to(self.device, dtype)
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
@@ -169,7 +174,7 @@ class Learner:
         self.popart = popart_of(c.popart_stats, len(Branch), self.network.n_actions, c.popart_beta,
                                 c.popart_sigma_min, c.popart, self.device, dtype)
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
-                             window=self.window, n_features=n_features)
+                             window=self.window, n_features=n_features, horizon=self.auxiliary.horizon)
         self.schedule = LRSchedule(c, self.device)
         # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by
         # the same optimiser as the network; a combiner without any adds no parameter, so the default run's
@@ -188,7 +193,7 @@ class Learner:
         self.obs_dim = obs_dim
         self.shaping = shaping_table(self.device)  # [Direction, Branch]: which branches shape each direction's order
         self.input_sources = InputSources(self.network.action_mask, self.reads, isv.tensor, layout, c, dtype,
-                                          self.shaping if c.shaping_only else None)
+                                          self.shaping if c.shaping_only else None, dict(self.auxiliary.columns))
         # compiled: components grouped by the parameters their loss reaches; eager: only finish() is used
         groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
@@ -294,7 +299,7 @@ class Learner:
         support = self.update_support()
         targets = self.normalised_targets(batch, support, self._taus(batch.obs.shape[0], self.config.n_target_quantiles))
         taus = self._taus(batch.obs.shape[0], self.config.n_quantiles)
-        online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
+        online = self.network(batch.obs, support, taus=taus, with_ensemble=True, with_auxiliary=True)
         return build_loss_inputs(batch, online, support, targets, self.input_sources)
 
     def reach_groups(self) -> list[tuple[int, ...]]:
@@ -308,12 +313,16 @@ class Learner:
         def zeros(*shape: int, dtype: torch.dtype = self.dtype) -> torch.Tensor:
             return torch.zeros(*shape, device=self.device, dtype=dtype)
 
+        horizon = self.auxiliary.horizon
         batch = Batch(obs=zeros(b, self.input_dim), actions=zeros(b, n_br, dtype=torch.int64), returns=zeros(b, n_br),
                       discounts=zeros(b, n_br), next_obs=zeros(b, self.input_dim), weights=zeros(b) + 1.0,
-                      indices=zeros(b, dtype=torch.int64))
+                      indices=zeros(b, dtype=torch.int64),
+                      future_returns=zeros(b, horizon) if horizon else None,
+                      future_valid=zeros(b, horizon) + 1.0 if horizon else None)
         support = self.update_support()
         targets = self.normalised_targets(batch, support, zeros(b, c.n_target_quantiles) + 0.5)
-        online = self.network(batch.obs, support, taus=zeros(b, c.n_quantiles) + 0.5, with_ensemble=True)
+        online = self.network(batch.obs, support, taus=zeros(b, c.n_quantiles) + 0.5, with_ensemble=True,
+                              with_auxiliary=True)
         inputs = build_loss_inputs(batch, online, support, targets, self.input_sources)
         groups: dict[tuple[bool, ...], list[int]] = {}
         for k, component in enumerate(self.components):
@@ -325,7 +334,7 @@ class Learner:
 
     def loop_gradients(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor, targets: Targets) -> GradientStep:
         """The eager update's gradients: the shared forward once, then one ``autograd.grad`` per component."""
-        online = self.network(batch.obs, support, taus=taus, with_ensemble=True)
+        online = self.network(batch.obs, support, taus=taus, with_ensemble=True, with_auxiliary=True)
         inputs = build_loss_inputs(batch, online, support, targets, self.input_sources)
         losses = [component.loss(inputs) for component in self.components]
         stacked = self.gradients.loop_gradients(losses)
@@ -360,6 +369,19 @@ class Learner:
         from at act and sample time (kept by reference: rewrite it in place at a fold boundary). Unused for W = 1."""
         self.replay.set_features(features)
         self.feature_matrix = features
+
+    @property
+    def future_horizon(self) -> int:
+        """Bars of future returns the loss components read (0: none; the trainer then tracks no bar index)."""
+        return self.auxiliary.horizon
+
+    def use_future_returns(self, close: np.ndarray, start: int, stop: int) -> None:
+        """The fold's future-return table from the data's close prices and its training window ``[start, stop)``
+        (:func:`~foxhunt.learner.auxiliary.future_return_table`); nothing to do when no component reads them."""
+        if self.auxiliary.horizon == 0:
+            return
+        returns, valid = future_return_table(close, start, stop, self.auxiliary.horizon)
+        self.replay.set_future_returns(torch.from_numpy(returns), torch.from_numpy(valid))
 
     @torch.no_grad()
     def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:

@@ -15,6 +15,9 @@ trunk feeds four kinds of heads:
   value head's expectiles). With a ``centre`` rule as well, the C51 atoms of
   each sample are centred on those values (:meth:`BranchingNetwork.forward`).
   Without it the network has no such parameters and computes nothing more.
+- **Auxiliary** (only when a loss component asks, ``auxiliary_outputs > 0``): a small
+  MLP on the trunk's features whose columns are the auxiliary tasks' predictions
+  (:mod:`foxhunt.learner.auxiliary`), computed in the update's online forward only.
 
 Branches have different numbers of actions (``foxhunt.actions.branch_sizes``);
 action tensors are padded to ``A = max(branch sizes)`` and a fixed
@@ -103,7 +106,8 @@ class NetworkOutput:
     ``quantiles``: ``[B, T, Branch, A]`` or ``None``; ``taus``: ``[B, T]`` or
     ``None``; ``ensemble``: ``[K, B, Branch, A]`` or ``None``; ``state_values``: ``[B, Branch, E]`` from
     the state-value head or ``None`` (no head); ``support``: ``[B, Branch, N]``, the per-sample atoms
-    ``log_probs`` and ``q`` are over when the network centres them, else ``None`` (the support passed in).
+    ``log_probs`` and ``q`` are over when the network centres them, else ``None`` (the support passed in);
+    ``auxiliary``: ``[B, outputs]`` from the auxiliary head when asked for (``with_auxiliary``), else ``None``.
     """
 
     log_probs: torch.Tensor
@@ -113,6 +117,7 @@ class NetworkOutput:
     ensemble: torch.Tensor | None = None
     state_values: torch.Tensor | None = None
     support: torch.Tensor | None = None
+    auxiliary: torch.Tensor | None = None
 
 
 class BranchingNetwork(nn.Module):
@@ -123,11 +128,13 @@ class BranchingNetwork(nn.Module):
     the ``support`` passed to :meth:`forward` is read as the atoms' offsets from that centre
     (``half_width × linspace(-1, 1)``, ``[Branch, N]``). Both come from a loss component's
     :class:`~foxhunt.plugin.records.CentredSupport`; left out, the network is exactly the one without them.
+    ``auxiliary_outputs`` > 0 adds the auxiliary head (the loss components' :class:`~foxhunt.plugin.records.AuxiliaryTask`
+    columns), built after every other layer for the same reason.
     """
 
     def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None,
                  encoder: nn.Module | None = None, *, state_values: int = 0,
-                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None, auxiliary_outputs: int = 0) -> None:
         """``obs_dim``: the width of the network's input (the encoder input, ``[B, obs_dim]``). ``encoder`` maps
         it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity (``mlp``)."""
         super().__init__()
@@ -169,6 +176,8 @@ class BranchingNetwork(nn.Module):
         self.state_value_hidden = BatchedLinear(n_br, features, hh, shared_input=True) if state_values else None
         self.state_value_out = BatchedLinear(n_br, hh, state_values, shared_input=False) if state_values else None
         self.centre = centre if state_values else None
+        self.auxiliary_hidden = nn.Linear(features, hh) if auxiliary_outputs else None
+        self.auxiliary_out = nn.Linear(hh, auxiliary_outputs) if auxiliary_outputs else None
 
     def weight_matrices(self) -> list[nn.Parameter]:
         """Every weight matrix (spectral normalisation bounds each one)."""
@@ -282,8 +291,14 @@ class BranchingNetwork(nn.Module):
         """The state-value head: ``[B, Branch, E]`` (one small MLP per branch on the trunk's features)."""
         return self.state_value_out(F.relu(self.state_value_hidden(h)))
 
+    def auxiliary_heads(self, h: torch.Tensor) -> torch.Tensor:
+        """The auxiliary head: ``[B, outputs]`` (one small MLP on the trunk's features)."""
+        return self.auxiliary_out(F.relu(self.auxiliary_hidden(h)))
+
     def forward(self, obs: torch.Tensor, support: torch.Tensor, taus: torch.Tensor | None = None,
-                with_ensemble: bool = False) -> NetworkOutput:
+                with_ensemble: bool = False, with_auxiliary: bool = False) -> NetworkOutput:
+        """One pass. ``with_ensemble``/``with_auxiliary``: also the ensemble's values and the auxiliary head's
+        outputs (the update's online forward asks for both; the auxiliary head only exists when built)."""
         h = self.features(obs)
         state_values = None if self.state_value_out is None else self.state_value_heads(h)
         sample_support = None
@@ -293,4 +308,5 @@ class BranchingNetwork(nn.Module):
         log_probs, q = self.distribution(h, support if sample_support is None else sample_support)
         quantiles = None if taus is None else self.quantile_values(h, taus)
         ensemble = self.ensemble_values(h) if with_ensemble else None
-        return NetworkOutput(log_probs, q, quantiles, taus, ensemble, state_values, sample_support)
+        auxiliary = self.auxiliary_heads(h) if with_auxiliary and self.auxiliary_out is not None else None
+        return NetworkOutput(log_probs, q, quantiles, taus, ensemble, state_values, sample_support, auxiliary)

@@ -29,6 +29,14 @@ from the fold's feature matrix (:meth:`Replay.set_features`,
 augmentation sees the windowed observation (its fold, ``AugmentationFold.window``,
 says W; the mirror's map covers every row of the window, the portfolio columns
 still close the observation).
+
+When a loss component asks for the market's next returns (an
+:class:`~foxhunt.plugin.records.AuxiliaryTask`, ``horizon`` > 0), each transition
+stores its observation's bar index too, and sampling gathers that bar's row of
+the fold's future-return table (:meth:`Replay.set_future_returns`,
+:func:`foxhunt.learner.auxiliary.future_return_table`) into
+``Batch.future_returns``/``future_valid``. A transition stored without a bar
+index, or sampled before any table was set, has every future return masked.
 """
 
 from __future__ import annotations
@@ -56,7 +64,10 @@ class Batch:
     steps later); ``actions`` ``[B, Branch]`` int64; ``returns`` ``[B, Branch]``
     discounted m-step rewards; ``discounts`` ``[B, Branch]`` = γ_b^m, zero when the
     episode ended inside the window; ``weights`` ``[B]`` importance weights
-    (max 1); ``indices`` ``[B]`` flat slot indices for priority updates.
+    (max 1); ``indices`` ``[B]`` flat slot indices for priority updates; ``future_returns``/``future_valid``
+    ``[B, H]`` the market's standardised log-returns over the H bars after ``obs``'s bar and their mask (1 where
+    known inside the training window), only when a loss component asks for them (else ``None``). An
+    augmentation that reverses the market's direction (the mirror) negates ``future_returns``.
     """
 
     obs: torch.Tensor
@@ -66,6 +77,8 @@ class Batch:
     next_obs: torch.Tensor
     weights: torch.Tensor
     indices: torch.Tensor
+    future_returns: torch.Tensor | None = None
+    future_valid: torch.Tensor | None = None
 
 
 class Replay(nn.Module):
@@ -76,7 +89,8 @@ class Replay(nn.Module):
 
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
                  device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
-                 augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0) -> None:
+                 augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0,
+                 horizon: int = 0) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -104,8 +118,14 @@ class Replay(nn.Module):
         # the encoder window: bar indices, registered only for W > 1 (a one-bar replay's state is what it was)
         self.window, self.n_features = window, n_features
         self.window_features: torch.Tensor | None = None  # the fold's feature matrix [bars, F], set_features
-        if window > 1:
+        # the future returns of an auxiliary task: gathered by the stored bar index from the fold's table
+        self.horizon = horizon
+        self.future_table: torch.Tensor | None = None  # [bars, H] standardised log-returns, set_future_returns
+        self.future_mask: torch.Tensor | None = None  # [bars, H] 1 where known inside the training window
+        self.tracks_bars = window > 1 or horizon > 0
+        if self.tracks_bars:
             self.register_buffer("bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
+        if window > 1:
             self.register_buffer("next_bars", torch.zeros(rows, n_envs, dtype=torch.int64, **kw))
         self.augmentations = Augmentations(augmentations, device, dtype)
 
@@ -115,7 +135,9 @@ class Replay(nn.Module):
             dones: torch.Tensor, bars: torch.Tensor | None = None, next_bars: torch.Tensor | None = None) -> None:
         """Append one step of every environment: ``obs``/``next_obs`` ``[E, D]``, ``actions`` ``[E, Branch]``,
         ``rewards``/``dones`` ``[E]``; with an encoder window, ``bars``/``next_bars`` ``[E]``: the bar index of
-        ``obs`` and of ``next_obs`` (ignored for W = 1). New transitions get the largest priority seen so far."""
+        ``obs`` and of ``next_obs`` (for W = 1 ``next_bars`` is ignored, and ``bars`` is kept only when an
+        auxiliary task reads future returns: left out there, the step's future returns are masked).
+        New transitions get the largest priority seen so far."""
         row = torch.remainder(self.written, self.rows).view(1)
         self.obs.index_copy_(0, row, obs.to(self.obs.dtype).unsqueeze(0))
         self.next_obs.index_copy_(0, row, next_obs.to(self.obs.dtype).unsqueeze(0))
@@ -127,8 +149,11 @@ class Replay(nn.Module):
             if bars is None or next_bars is None:
                 raise ValueError(f"this replay rebuilds encoder windows of {self.window} bars: add() needs the bar "
                                  "index of obs and next_obs (bars=, next_bars=)")
-            self.bars.index_copy_(0, row, bars.to(torch.int64).unsqueeze(0))
             self.next_bars.index_copy_(0, row, next_bars.to(torch.int64).unsqueeze(0))
+        if self.tracks_bars:
+            known = torch.full((1, self.n_envs), -1, dtype=torch.int64, device=self.bars.device) if bars is None \
+                else bars.to(torch.int64).unsqueeze(0)
+            self.bars.index_copy_(0, row, known)
         self.written.add_(1)
 
     @torch.no_grad()
@@ -157,8 +182,9 @@ class Replay(nn.Module):
         for buffer in (self.obs, self.next_obs, self.actions, self.rewards, self.dones, self.priorities, self.written,
                        self.step):
             buffer.zero_()
-        if self.window > 1:
+        if self.tracks_bars:
             self.bars.zero_()
+        if self.window > 1:
             self.next_bars.zero_()
         self.max_priority.fill_(1.0)
         self.alpha.fill_(self.config.alpha)
@@ -171,6 +197,30 @@ class Replay(nn.Module):
             raise ValueError(f"the feature matrix must be [bars, {self.n_features}] on {self.obs.device}, got "
                              f"{tuple(features.shape)} on {features.device}")
         self.window_features = features
+
+    @torch.no_grad()
+    def set_future_returns(self, returns: torch.Tensor, valid: torch.Tensor) -> None:
+        """The fold's future-return table ``[bars, H]`` and its mask (:func:`~foxhunt.learner.auxiliary.future_return_table`),
+        copied into the tensors of the first call from then on (fixed addresses: a captured graph reads them)."""
+        if returns.shape != valid.shape or returns.ndim != 2 or returns.shape[1] != self.horizon:
+            raise ValueError(f"future returns and their mask must both be [bars, {self.horizon}], got "
+                             f"{tuple(returns.shape)} and {tuple(valid.shape)}")
+        dtype, device = self.rewards.dtype, self.rewards.device
+        if self.future_table is None or self.future_table.shape != returns.shape:
+            self.future_table = returns.to(device=device, dtype=dtype).clone()
+            self.future_mask = valid.to(device=device, dtype=dtype).clone()
+        else:
+            self.future_table.copy_(returns)
+            self.future_mask.copy_(valid)
+
+    def _future(self, bar: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(future_returns [B, H], future_valid [B, H])`` of the sampled bars ``bar [B]`` (-1: not stored)."""
+        if self.future_table is None:  # fixed once the trainer sets the first fold: no data-dependent branch
+            zeros = torch.zeros(bar.shape[0], self.horizon, device=bar.device, dtype=self.rewards.dtype)
+            return zeros, zeros
+        known = (bar >= 0).to(self.rewards.dtype)[:, None]
+        index = torch.clamp(bar, min=0)
+        return self.future_table[index] * known, self.future_mask[index] * known
 
     @torch.no_grad()
     def set_fold(self, fold: AugmentationFold) -> None:
@@ -254,6 +304,9 @@ class Replay(nn.Module):
                 raise ValueError("this replay rebuilds encoder windows but has no feature matrix: call set_features")
             obs = window_input(obs, self.bars[row, env], self.window_features, self.window)
             next_obs = window_input(next_obs, self.next_bars[last, env], self.window_features, self.window)
+        future_returns = future_valid = None
+        if self.horizon > 0:  # fixed for the run
+            future_returns, future_valid = self._future(self.bars[row, env])
         batch = Batch(
             obs=obs,
             actions=self.actions[row, env],
@@ -262,6 +315,8 @@ class Replay(nn.Module):
             next_obs=next_obs,
             weights=weights,
             indices=indices,
+            future_returns=future_returns,
+            future_valid=future_valid,
         )
         if not self.augmentations.active:  # fixed from the first fold on: no data-dependent branch
             return batch

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "CentredSupport", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint",
+__all__ = ["LossComponent", "CentredSupport", "AuxiliaryTask", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint",
            "ReplayAugmentation", "AugmentationInputs", "AugmentationFold"]
 
 
@@ -70,6 +70,28 @@ class CentredSupport:
     floor: str = attrs.field(validator=_dotted_name)
 
 
+def _at_least_one(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"AuxiliaryTask.{attribute.name} must be an int >= 1, got {value!r}")
+
+
+@attrs.frozen
+class AuxiliaryTask:
+    """A loss component's request for a prediction head on the trunk and the market's next returns.
+
+    With it, the learner's network grows a small MLP on the trunk's output (``head_hidden`` units, then one
+    linear layer) whose ``outputs`` columns belong to this component: :meth:`LossInputs.auxiliary` gives them
+    as ``[B, outputs]`` in the update's online forward. Every sampled transition also carries the market's
+    log-returns over the ``horizon`` bars after the bar its observation shows, standardised by the fold's
+    training window (``LossInputs.future_returns [B, H]`` with ``future_valid [B, H]``, H the largest horizon
+    any component asks for; a return that would leave the training window is masked, never read). The head
+    is built only when a component asks; without one the network and the replay are exactly what they were.
+    """
+
+    outputs: int = attrs.field(validator=_at_least_one)
+    horizon: int = attrs.field(validator=_at_least_one)
+
+
 def _floor_is_read(instance: Any, attribute: attrs.Attribute, value: CentredSupport | None) -> None:
     if value is not None and value.floor not in instance.reads:
         raise ValueError(
@@ -95,7 +117,9 @@ class LossComponent:
     has a fallback when the slot's plugin is not loaded). ``centred_support`` (optional, a
     :class:`CentredSupport`) asks the learner for a state-value head and per-sample atom supports centred on
     it: the switch the IQL value head uses, so that the C51 projection, the expected Q and the targets all
-    move to per-sample atoms without the core knowing which plugin asked.
+    move to per-sample atoms without the core knowing which plugin asked. ``auxiliary`` (optional, an
+    :class:`AuxiliaryTask`) asks for columns of the auxiliary prediction head and the market's next returns:
+    what the auxiliary tasks (next-bar return, the coming bars' regime) learn from.
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -106,6 +130,7 @@ class LossComponent:
     per_sample: Callable[[Any], Any] | None = None
     optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
     centred_support: CentredSupport | None = attrs.field(default=None, validator=_floor_is_read)
+    auxiliary: AuxiliaryTask | None = None
 
 
 def _non_negative_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:

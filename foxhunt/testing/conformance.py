@@ -251,13 +251,19 @@ class _PluginConformance(RuleBasedStateMachine):
     def _fill_replay(self, seed: int) -> None:
         generator = torch.Generator().manual_seed(seed)
         sizes = torch.tensor(branch_sizes())
-        for _ in range(REPLAY_FILL):
+        horizon = self.learner.future_horizon
+        if horizon:  # an auxiliary task reads future returns: a random price path, its first bars the training window
+            close = torch.exp(torch.cumsum(0.01 * torch.randn(REPLAY_FILL + horizon + 1, generator=generator,
+                                                              dtype=torch.float64), 0))
+            self.learner.use_future_returns(close.numpy(), 0, REPLAY_FILL + horizon // 2 + 1)
+        for step in range(REPLAY_FILL):
             self.learner.replay.add(
                 torch.randn(N_ENVS, OBS_DIM, generator=generator),
                 (torch.rand(N_ENVS, len(Branch), generator=generator) * sizes).long(),
                 torch.randn(N_ENVS, generator=generator),
                 torch.randn(N_ENVS, OBS_DIM, generator=generator),
                 (torch.rand(N_ENVS, generator=generator) < 0.2).float(),
+                bars=torch.full((N_ENVS,), step, dtype=torch.int64) if horizon else None,
             )
 
     def _check_losses(self) -> None:

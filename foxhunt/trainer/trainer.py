@@ -216,6 +216,8 @@ class Trainer:
         self.explorer = BranchExplorer(config.env.n_envs, seed, self.device)
         self.prev_obs = torch.zeros_like(self.env.obs)
         self.windowed = self.learner.window > 1  # an encoder window: acting and the replay need bar indices
+        # an auxiliary task's future returns: the replay keeps each transition's bar index as well
+        self.tracks_bars = self.windowed or self.learner.future_horizon > 0
         self.prev_bars = torch.zeros(config.env.n_envs, dtype=torch.int64, device=self.device)
         self.branch_sizes = branch_sizes()
         sizes = self.branch_sizes
@@ -332,6 +334,7 @@ class Trainer:
                                                       window=self.learner.window,
                                                       feature_parity=self.data.features.parity))
         self.env.set_window(fold.train.start, fold.train.stop)
+        self.learner.use_future_returns(self.data.market.close, fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
     def _start_fold(self, fold: Fold) -> None:
@@ -517,13 +520,14 @@ class Trainer:
         slots = (actions + self.action_offsets).reshape(-1, 1)
         self.action_counts += (slots == self.action_bins).sum(0).to(torch.float32)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
-        if self.windowed:
-            self.prev_bars.copy_(bars)
+        if self.tracks_bars:
+            self.prev_bars.copy_(self.env.state[:, PS.BAR])
         return actions
 
     def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
         next_bars = self.env.state[:, PS.BAR] if self.windowed else None
-        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, self.prev_bars, next_bars)
+        bars = self.prev_bars if self.tracks_bars else None
+        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, bars, next_bars)
         self.step_counter.add_(1)
 
     def _update(self) -> None:

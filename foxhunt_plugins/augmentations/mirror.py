@@ -5,7 +5,8 @@ replaced by its mirror: the observation and the bootstrap observation through th
 map (``foxhunt.env.mirror.observation_mirror``: each feature's declared parity, the normaliser's mean and
 clip, the position's sign), SHORT and LONG swapped in the direction branch. The returns and discounts are
 those of the original: in the mirrored market the P&L and costs of a trade and of its mirror are equal
-(foxhunt/env/mirror.py says why).
+(foxhunt/env/mirror.py says why). The market's future returns an auxiliary task reads
+(``Batch.future_returns``) are negated: the mirrored market moves the other way.
 
 With an encoder window (``[learner] encoder`` over W > 1 bars) the replay hands the augmentations the encoder
 input ``[W × F + P]``, built before they run: the map's feature part is repeated for each of the window's W
@@ -70,14 +71,18 @@ def mirror_constants(fold: AugmentationFold) -> dict[str, Any]:
 
 
 def mirror_batch(inputs: AugmentationInputs) -> Any:
-    """The selected positions replaced by their mirror: observations mapped, SHORT and LONG swapped."""
+    """The selected positions replaced by their mirror: observations mapped, SHORT and LONG swapped, future
+    returns negated."""
     batch, flip, t = inputs.batch, inputs.selected, inputs.tensors
 
     def mirror(x: torch.Tensor) -> torch.Tensor:
         return torch.where(flip, torch.clamp(x * t["scale"] + t["shift"], t["low"], t["high"]), x)
 
     actions = torch.where(flip & t["columns"][None, :], t["codes"][batch.actions], batch.actions)
-    return dataclasses.replace(batch, obs=mirror(batch.obs), actions=actions, next_obs=mirror(batch.next_obs))
+    mirrored = dataclasses.replace(batch, obs=mirror(batch.obs), actions=actions, next_obs=mirror(batch.next_obs))
+    if batch.future_returns is None:  # fixed for the run: only an auxiliary task's replay gathers them
+        return mirrored
+    return dataclasses.replace(mirrored, future_returns=torch.where(flip, -batch.future_returns, batch.future_returns))
 
 
 @hookimpl

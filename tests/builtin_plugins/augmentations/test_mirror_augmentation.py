@@ -133,7 +133,11 @@ def test_sampled_batches_are_bit_identical_to_the_pre_plugin_mirror(fraction: fl
         expected = pre_plugin_mirrored(plain.sample_at(uniforms, GAMMA), fraction, scale, shift, low, high)
         got = mirroring.sample_at(uniforms, GAMMA)
         for field in dataclasses.fields(got):
-            assert torch.equal(getattr(got, field.name), getattr(expected, field.name)), field.name
+            value, reference = getattr(got, field.name), getattr(expected, field.name)
+            if reference is None:  # future returns: only an auxiliary task's replay gathers them
+                assert value is None, field.name
+            else:
+                assert torch.equal(value, reference), field.name
 
 
 def test_a_few_updates_lose_exactly_what_they_lost_before_the_mirror_was_a_plugin(kit) -> None:
