@@ -82,6 +82,13 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         # c51 gives the value head its default budget (0.10), so the budgets still sum to 1
         "on": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
     },
+    "auxiliary": {  # docs/learner.md, "Auxiliary tasks": off by default
+        "off (default)": [],
+        # c51 gives the two tasks their default budgets (0.05 each), so the budgets still sum to 1
+        "on": ["plugins.auxiliary.enabled=true", "learner.budgets.c51=0.3"],
+        "on, weights 0.1": ["plugins.auxiliary.enabled=true", "learner.budgets.c51=0.3",
+                            "plugins.auxiliary.return_weight=0.1", "plugins.auxiliary.regime_weight=0.1"],
+    },
     "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
         "moments (default)": [],
         "robust": ['learner.popart_stats="robust"'],

@@ -56,6 +56,8 @@ __all__ = [
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
     "IQL_SUPPORT_FLOOR",
+    "AUXILIARY_RETURN_WEIGHT",
+    "AUXILIARY_REGIME_WEIGHT",
     "SARSA_TEMPERATURE",
     "SARSA_TEMPERATURE_FALLBACK",
     # signals
@@ -138,6 +140,8 @@ CQL_ALPHA = "cql.alpha"
 # the learner has no key of its own, so two keys can no longer disagree.
 CQL_ALPHA_FALLBACK = 0.1
 IQL_SUPPORT_FLOOR = "iql.support_floor"
+AUXILIARY_RETURN_WEIGHT = "auxiliary.return_weight"
+AUXILIARY_REGIME_WEIGHT = "auxiliary.regime_weight"
 SARSA_TEMPERATURE = "sarsa.temperature"
 # τ of the Expected-SARSA target policy when no plugin declares sarsa.temperature, and the expected_sarsa plugin's
 # default; its one key is [plugins.expected_sarsa] temperature (read only with [learner] target_policy =
@@ -193,6 +197,9 @@ SHARED: tuple[SharedName, ...] = (
     # Read by the learner only through the iql component's CentredSupport (so only when that opt-in plugin is on).
     _slot(IQL_SUPPORT_FLOOR, "iql", "minimum half-width of the C51 atoms centred per sample on the IQL value head's "
           "V(s) (normalised return units)", width=_BRANCHES),
+    # Read by the auxiliary plugin's own loss components (only when that opt-in plugin is on).
+    _slot(AUXILIARY_RETURN_WEIGHT, "auxiliary", "weight of the next-bar-return task's loss before its gradient budget"),
+    _slot(AUXILIARY_REGIME_WEIGHT, "auxiliary", "weight of the regime task's loss before its gradient budget"),
     _slot(SARSA_TEMPERATURE, "expected_sarsa", "softmax temperature τ of the Expected-SARSA target policy per branch "
           "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
