@@ -157,9 +157,14 @@ def test_per_sample_supports_match_float64_reference(project, seed: int) -> None
 @given(seed=st.integers(0, 2**31 - 1))
 def test_per_sample_supports_in_float32_conserve_mass(project, seed: int) -> None:
     returns, discounts, source, probs, target = random_per_sample_case(seed, torch.float32)
-    projected = project(shifted_atoms(returns, discounts, source), probs, target)
+    atoms = shifted_atoms(returns, discounts, source)
+    projected = project(atoms, probs, target)
     expected = reference_bootstrap(*(t.double().numpy() for t in (returns, discounts, source, probs, target)))
-    np.testing.assert_allclose(projected.numpy(), expected, atol=5e-6)
+    # Rounding an atom of size |z| to float32 moves its split between two neighbours Δz apart by about
+    # eps·|z|/Δz: a wide support with a fine spacing (seed 385616: |z|/Δz = 512) is off by ~1e-5 for that reason
+    # alone. Over seeds 0-1999 the largest error was two thirds of this bound.
+    ratio = max(float(atoms.abs().max()), float(target.abs().max())) / float((target[..., 1:] - target[..., :-1]).min())
+    np.testing.assert_allclose(projected.numpy(), expected, atol=4 * float(np.finfo(np.float32).eps) * ratio)
     np.testing.assert_allclose(projected.sum(-1).numpy(), 1.0, atol=1e-5)
 
 
