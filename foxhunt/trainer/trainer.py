@@ -506,7 +506,8 @@ class Trainer:
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         """Greedy values from the online network, then this run's exploration: actions ``[envs, Branch]``."""
         train = self.config.train
-        bars = self.env.state[:, PS.BAR] if self.windowed else None  # the bar each observation shows
+        # the bar each observation shows: an encoder window gathers from it, an auxiliary task's replay stores it
+        bars = self.env.state[:, PS.BAR] if self.tracks_bars else None
         q = self.learner.act_values(obs, bars)
         per_branch = [q[:, b, :size] for b, size in enumerate(self.branch_sizes)]
         boost = self.recovery  # [train.recovery]: raised exploration for a few epochs after a recovery
@@ -521,7 +522,7 @@ class Trainer:
         self.action_counts += (slots == self.action_bins).sum(0).to(torch.float32)
         self.prev_obs.copy_(obs)  # the env step overwrites obs in place: keep this step's for the replay
         if self.tracks_bars:
-            self.prev_bars.copy_(self.env.state[:, PS.BAR])
+            self.prev_bars.copy_(bars)
         return actions
 
     def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
