@@ -10,6 +10,8 @@
     python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
     python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
     python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping
+    python benchmarks/learning.py --ablation heads         # quantile heads and horizon values, each and both
+    python benchmarks/learning.py --ablation atoms         # even atoms against atoms placed by the targets' quantiles
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -67,6 +69,8 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "mlp (default)": [],
         "attention": ['learner.encoder="attention"'],
         "scan": ['learner.encoder="scan"'],
+        "grn": ['learner.encoder="grn"'],
+        "vsn": ['learner.encoder="vsn"'],
     },
     "recovery": {  # docs/learner.md, "Plateau recovery" (measured: worse on, at the default run length)
         "off (default)": [],
@@ -88,6 +92,17 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "on": ["plugins.auxiliary.enabled=true", "learner.budgets.c51=0.3"],
         "on, weights 0.1": ["plugins.auxiliary.enabled=true", "learner.budgets.c51=0.3",
                             "plugins.auxiliary.return_weight=0.1", "plugins.auxiliary.regime_weight=0.1"],
+    },
+    "heads": {  # docs/learner.md, "Multi-quantile head" and "Horizon-decomposed values": both off by default
+        "off (default)": [],
+        # c51 gives each head its default budget (0.05), so the budgets still sum to 1
+        "quantiles": ["plugins.quantiles.enabled=true", "learner.budgets.c51=0.35"],
+        "horizon_values": ["plugins.horizon_values.enabled=true", "learner.budgets.c51=0.35"],
+        "both": ["plugins.quantiles.enabled=true", "plugins.horizon_values.enabled=true", "learner.budgets.c51=0.3"],
+    },
+    "atoms": {  # docs/learner.md, "Atom spacing": uniform by default
+        "uniform (default)": [],
+        "quantile": ['learner.atom_spacing="quantile"'],
     },
     "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
         "moments (default)": [],

@@ -26,6 +26,7 @@ import enum
 import attrs
 
 from foxhunt.actions import Branch
+from foxhunt.dims import DimTable, auto
 
 __all__ = [
     "CORE",
@@ -52,18 +53,24 @@ __all__ = [
     "EPSILON_FOLD_START",
     "SUPPORT_CENTER",
     "SUPPORT_HALF_WIDTH",
+    "SUPPORT_KNOTS",
+    "AtomKnot",
+    "KNOT_LEVELS",
     "GRAD_BALANCE",
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
     "IQL_SUPPORT_FLOOR",
     "AUXILIARY_RETURN_WEIGHT",
     "AUXILIARY_REGIME_WEIGHT",
+    "QUANTILES_WEIGHT",
+    "HORIZON_VALUES_WEIGHT",
     "SARSA_TEMPERATURE",
     "SARSA_TEMPERATURE_FALLBACK",
     # signals
     "Q_MEAN",
     "Q_STD",
     "Q_GAP",
+    "RETURN_QUANTILES",
     "GREEDY_SHARE",
     "GRAD_NORM",
     "LOSS",
@@ -109,8 +116,25 @@ class SharedName:
 _BRANCHES = len(Branch)
 
 
-def _slot(name: str, owner: str, meaning: str, *, width: int = 1, core_reader: str = "") -> SharedName:
-    shape = "[Branch]" if width == _BRANCHES else f"[{width}]"
+class AtomKnot(DimTable):
+    """The probability levels of the quantile atom spacing's knots (``KNOT_LEVELS``, in this order): the columns
+    of ``learner.return_quantiles [Branch, AtomKnot]`` and of each branch's row of ``support.knots``. Shared by the
+    learner (:mod:`foxhunt.learner.atoms`) and the support plugin, so it is spelt here."""
+
+    P05 = auto()
+    P25 = auto()
+    P50 = auto()
+    P75 = auto()
+    P95 = auto()
+
+
+KNOT_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # in AtomKnot order
+_ATOM_KNOTS = AtomKnot.size()
+
+
+def _slot(name: str, owner: str, meaning: str, *, width: int = 1, core_reader: str = "",
+          shape: str = "") -> SharedName:
+    shape = shape or ("[Branch]" if width == _BRANCHES else f"[{width}]")
     return SharedName(name, Kind.SLOT, shape, width, owner, meaning, core_reader)
 
 
@@ -134,6 +158,7 @@ EPSILON = "epsilon.branch"
 EPSILON_FOLD_START = "epsilon.fold_start"
 SUPPORT_CENTER = "support.center"
 SUPPORT_HALF_WIDTH = "support.half_width"
+SUPPORT_KNOTS = "support.knots"
 GRAD_BALANCE = "grad_balance.scale"
 CQL_ALPHA = "cql.alpha"
 # α when no plugin declares cql.alpha, and the static plugin's default. Its one key is [plugins.static] cql_alpha;
@@ -142,6 +167,8 @@ CQL_ALPHA_FALLBACK = 0.1
 IQL_SUPPORT_FLOOR = "iql.support_floor"
 AUXILIARY_RETURN_WEIGHT = "auxiliary.return_weight"
 AUXILIARY_REGIME_WEIGHT = "auxiliary.regime_weight"
+QUANTILES_WEIGHT = "quantiles.weight"
+HORIZON_VALUES_WEIGHT = "horizon_values.weight"
 SARSA_TEMPERATURE = "sarsa.temperature"
 # τ of the Expected-SARSA target policy when no plugin declares sarsa.temperature, and the expected_sarsa plugin's
 # default; its one key is [plugins.expected_sarsa] temperature (read only with [learner] target_policy =
@@ -152,6 +179,7 @@ SARSA_TEMPERATURE_FALLBACK = 1.0
 Q_MEAN = "learner.q_mean"
 Q_STD = "learner.q_std"
 Q_GAP = "learner.q_gap"
+RETURN_QUANTILES = "learner.return_quantiles"
 GREEDY_SHARE = "learner.greedy_share"
 GRAD_NORM = "learner.grad_norm"
 LOSS = "learner.loss"
@@ -191,6 +219,10 @@ SHARED: tuple[SharedName, ...] = (
           width=_BRANCHES, core_reader="the learner (atom positions)"),
     _slot(SUPPORT_HALF_WIDTH, "support", "half width of the C51 atom support per branch: atoms span centre ± it",
           width=_BRANCHES, core_reader="the learner (atom positions)"),
+    _slot(SUPPORT_KNOTS, "support", "where the atoms' quantile knots sit inside each branch's support, as offsets "
+          "from an even spacing [Branch × AtomKnot] (read with [learner] atom_spacing = \"quantile\")",
+          width=_BRANCHES * _ATOM_KNOTS, shape="[Branch × AtomKnot]",
+          core_reader="the learner (atom positions, quantile spacing)"),
     _slot(GRAD_BALANCE, "grad_balance", "weight of each branch in every loss's branch average", width=_BRANCHES,
           core_reader="the learner (branch averages)"),
     _slot(CQL_ALPHA, "static", "conservative-penalty strength", core_reader="the learner (CQL term)"),
@@ -200,10 +232,16 @@ SHARED: tuple[SharedName, ...] = (
     # Read by the auxiliary plugin's own loss components (only when that opt-in plugin is on).
     _slot(AUXILIARY_RETURN_WEIGHT, "auxiliary", "weight of the next-bar-return task's loss before its gradient budget"),
     _slot(AUXILIARY_REGIME_WEIGHT, "auxiliary", "weight of the regime task's loss before its gradient budget"),
+    # Read by the quantiles and horizon_values plugins' own loss components (only when each opt-in plugin is on).
+    _slot(QUANTILES_WEIGHT, "quantiles", "weight of the fixed-level quantile head's loss before its gradient budget"),
+    _slot(HORIZON_VALUES_WEIGHT, "horizon_values", "weight of the per-branch V_short/V_long decoders' loss before "
+          "its gradient budget"),
     _slot(SARSA_TEMPERATURE, "expected_sarsa", "softmax temperature τ of the Expected-SARSA target policy per branch "
           "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
+    _signal(RETURN_QUANTILES, "[Branch, AtomKnot]", "batch quantiles of each branch's n-step target r + γ^m E[Z'] "
+            "at the AtomKnot levels (normalised return units)"),
     _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),
     _signal(GREEDY_SHARE, "[Branch]", "share of the batch whose greedy action is the branch's most common one (1: one action everywhere)"),
     _signal(GRAD_NORM, "[1]", "combined gradient norm after the budget clips (`GradientBudget.combined_norm`)"),

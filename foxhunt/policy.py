@@ -44,6 +44,7 @@ from foxhunt.features import Normalizer
 from foxhunt.isv import ISV, IsvLayout
 from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConfig, LearnerReads, PopArt,
                              SpectralNorm, learner_config_of, popart_of, support_atoms, window_input)
+from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.encoders import encoder_input_width, unknown_encoder
 from foxhunt.plugin.settings import migrate_saved
@@ -129,7 +130,8 @@ class Policy:
         self.device = isv.tensor.device
         reads = LearnerReads.build(isv, config)
         self._center, self._half_width = reads.center, reads.half_width  # live views of the ISV
-        self._unit_atoms = torch.linspace(-1.0, 1.0, config.n_atoms, device=self.device, dtype=self.dtype)
+        self._atom_shape = AtomShape(config.n_atoms, config.atom_spacing, config.atom_spacing_mix, reads.knots,
+                                     dtype=self.dtype, device=self.device)
 
     @classmethod
     def of_learner(cls, learner: Learner, normalizer: Normalizer, metadata: Mapping[str, Any]) -> Policy:
@@ -144,7 +146,7 @@ class Policy:
     def support(self) -> torch.Tensor:
         """``[Branch, N]`` atoms, from the ISV's support slots (as :meth:`Learner.support` computes them)."""
         return support_atoms(self._center.to(self.dtype), self._half_width.to(self.dtype), self.config.n_atoms,
-                             self._unit_atoms)
+                             self._atom_shape())
 
     def use_features(self, features: torch.Tensor) -> None:
         """The normalised feature matrix ``[bars, F]`` on the policy's device that an encoder window is gathered

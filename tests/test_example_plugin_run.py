@@ -7,18 +7,9 @@ import importlib.metadata as metadata
 import json
 
 from click.testing import CliRunner
+from tiny_run import TINY_RUN
 
 from foxhunt.cli.main import cli
-
-TINY = [
-    "--set", "train.epochs=1", "--set", "train.env_steps_per_epoch=80", "--set", "train.updates_per_epoch=10",
-    "--set", "train.warmup_env_steps=16",
-    "--set", "folds.n_folds=1", "--set", "folds.train_bars=300", "--set", "folds.validation_bars=60",
-    "--set", "folds.test_bars=60",
-    "--set", "folds.embargo_bars=5", "--set", "env.n_envs=8", "--set", "learner.hidden=[32,32]",
-    "--set", "learner.head_hidden=16", "--set", "learner.batch_size=32", "--set", "learner.n_atoms=11",
-    "--set", "learner.replay.capacity=1024", "--set", 'features.feature_set="horizons"',
-]
 
 
 def test_the_example_plugin_is_installed_through_its_entry_point():
@@ -33,7 +24,7 @@ def test_a_run_with_the_huber_loss_records_its_budget_and_gradient_norms(tmp_pat
         cli,
         ["train", "--data", "synthetic:planted?bars=600&seed=2", "--out", str(out), "--no-progress",
          "--set", 'plugins.disable=["mse"]', "--set", "plugins.huber.enabled=true", "--set", "learner.budgets.huber=0.15",
-         *TINY],
+         *TINY_RUN],
     )
     assert result.exit_code == 0, result.output
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])

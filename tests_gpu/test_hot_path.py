@@ -7,9 +7,11 @@ Run on an NVIDIA machine (these tests are not collected by the CPU suite)::
 torch's sync debug mode turns any host-device synchronisation that torch
 performs (``.item()``, ``.cpu()``, a Python branch on a device value, a
 blocking copy) into an error; the step must run clean under it, with the default
-network and with the scan encoder, whose window is gathered on the device. A CUDA graph
+network, with the scan encoder, whose window is gathered on the device, and with the
+variable selection encoder (vsn: batched per-variable gated residual networks). A CUDA graph
 then replays the whole step, with every random draw coming from device
-counters, so replays must produce new actions and new replay contents.
+counters, so replays must produce new actions and new replay contents, and a learned
+encoder's parameters must move (it trains inside the replayed step).
 """
 
 from __future__ import annotations
@@ -39,9 +41,17 @@ SMALL = [
 ]
 
 
-# The default one-bar network, and the selective scan encoder over a window of bars gathered on the device
-# (docs/learner.md, "Encoders"; its plugin must be installed: `pip install -e .`).
-ENCODERS = {"mlp": [], "scan": ['learner.encoder="scan"', "plugins.scan.window=8"]}
+# The default one-bar network, the selective scan encoder over a window of bars gathered on the device, and the
+# one-bar variable selection network (docs/learner.md, "Encoders"; their plugins must be installed: `pip install -e .`);
+# then two learner variants on the default network: atoms placed by the support kernel's quantile knots ("Atom
+# spacing") and the two opt-in heads on the auxiliary layer, whose tasks need no future returns (horizon 0).
+ENCODERS = {
+    "mlp": [],
+    "scan": ['learner.encoder="scan"', "plugins.scan.window=8"],
+    "vsn": ['learner.encoder="vsn"'],
+    "quantile-atoms": ['learner.atom_spacing="quantile"'],
+    "heads": ["plugins.quantiles.enabled=true", "plugins.horizon_values.enabled=true", "learner.budgets.c51=0.3"],
+}
 
 
 @pytest.fixture(scope="module", params=[(compiled, encoder) for encoder in ENCODERS for compiled in (False, True)],
@@ -83,6 +93,8 @@ def test_training_step_replays_as_a_cuda_graph(trainer):
         trainer.train_step(1)
     updates_before = int(trainer.learner.updates)
     actions_before = trainer.env.actions.clone()
+    encoder = list(trainer.learner.network.encoder.parameters())  # none for mlp
+    encoder_before = [p.detach().clone() for p in encoder]
     graph.replay()
     first = trainer.env.actions.clone()
     graph.replay()
@@ -90,3 +102,6 @@ def test_training_step_replays_as_a_cuda_graph(trainer):
     assert int(trainer.learner.updates) == updates_before + 2
     assert not torch.equal(first, trainer.env.actions) or not torch.equal(actions_before, first)
     assert torch.isfinite(trainer.isv.tensor[: trainer.layout.offset("isv.fingerprint")]).all()
+    # a learned encoder (scan, vsn) trains inside the replayed step: its parameters move and stay finite
+    assert not encoder or any(not torch.equal(b, p) for b, p in zip(encoder_before, encoder, strict=True))
+    assert all(torch.isfinite(p).all() for p in encoder)

@@ -7,7 +7,9 @@ provides and nothing else in the learner uses:
   laid end to end in component order (:func:`auxiliary_layout`); :meth:`LossInputs.auxiliary` hands each
   component its own columns. Its gradient reaches the trunk, which is the point: the trunk learns features
   that predict the market, and every value head reads the trunk.
-- **the market's next returns**: :func:`future_return_table` gives every bar ``t`` the log-returns of bars
+- **the market's next returns** (only when some task's ``horizon`` is above 0; a task of ``horizon = 0`` trains
+  its columns on the learner's own targets, and with every task at 0 no table is built or gathered):
+  :func:`future_return_table` gives every bar ``t`` the log-returns of bars
   ``t + 1 .. t + H`` (``log close[t+h+1] / close[t+h]`` for ``h = 0 .. H-1``), divided by the standard
   deviation of one-bar log-returns over the fold's training window, so a target is in units of a typical
   bar's move whatever the instrument. A return that would read a close at or after the training window's
@@ -38,7 +40,10 @@ class AuxiliaryLayout:
 
 
 def auxiliary_layout(components: Sequence[LossComponent]) -> AuxiliaryLayout:
-    """The :class:`AuxiliaryLayout` of the enabled components' :class:`~foxhunt.plugin.records.AuxiliaryTask`\\ s."""
+    """The :class:`AuxiliaryLayout` of the enabled components' :class:`~foxhunt.plugin.records.AuxiliaryTask`\\ s.
+
+    The horizon is the largest any task asks for, 0 when each asks for none (then the learner builds no
+    future-return table, and the replay neither stores bar indices nor gathers returns)."""
     columns: dict[str, tuple[int, int]] = {}
     width = horizon = 0
     for component in components:

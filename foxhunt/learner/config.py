@@ -13,6 +13,9 @@ from typing import Any
 
 import attrs
 
+# [learner] atom_spacing's choices (foxhunt.learner.atoms)
+ATOM_SPACINGS = ("uniform", "quantile")
+
 __all__ = ["LearnerConfig", "ReplayConfig", "learner_config_of"]
 
 
@@ -87,6 +90,13 @@ class LearnerConfig:
     n_atoms: int = attrs.field(default=51, validator=attrs.validators.ge(2))
     v_min: float = -10.0  # fixed support when the ISV has no support.* slots (normalised return units)
     v_max: float = 10.0
+    # where the atoms sit inside each branch's support: "uniform" (even) or "quantile" (dense where the n-step targets
+    # are, from the support kernel's support.knots; foxhunt.learner.atoms). uniform stays the default until the
+    # ablation shows quantile learns better (docs/learner.md, "Atom spacing")
+    atom_spacing: str = attrs.field(default="uniform", validator=attrs.validators.in_(ATOM_SPACINGS))
+    # share of an even spacing blended into the quantile spacing: > 0 keeps every gap positive and atoms in the tails
+    atom_spacing_mix: float = attrs.field(default=0.25, validator=[_finite, attrs.validators.gt(0.0),
+                                                                     attrs.validators.le(1.0)])
     n_quantiles: int = attrs.field(default=8, validator=_positive)  # IQN τ samples for the online net
     n_target_quantiles: int = attrs.field(default=8, validator=_positive)
     n_cos: int = attrs.field(default=64, validator=_positive)  # cosine embedding size of τ

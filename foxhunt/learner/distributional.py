@@ -21,12 +21,14 @@ __all__ = ["centred_support", "project_distribution", "project_sorted", "quantil
 
 
 def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, unit: torch.Tensor) -> torch.Tensor:
-    """Evenly spaced atoms per branch: ``center ± half_width`` in ``n_atoms`` steps.
+    """The atoms per branch: ``center + half_width × unit``, spanning ``center ± half_width``.
 
-    ``center``, ``half_width``: ``[Branch]``; ``unit``: ``[atoms]`` = linspace(-1, 1)
-    (passed in so the hot path allocates it once). Returns ``[Branch, atoms]``.
+    ``center``, ``half_width``: ``[Branch]``; ``unit``: the atoms' places in ``[−1, 1]``, ``[atoms]`` shared
+    (``linspace(-1, 1)``, passed in so the hot path allocates it once) or ``[Branch, atoms]`` per branch (the
+    quantile spacing, :mod:`foxhunt.learner.atoms`). Returns ``[Branch, atoms]``.
     """
-    return center[:, None] + half_width[:, None] * unit[None, :]
+    shape = unit[None, :] if unit.dim() == 1 else unit
+    return center[:, None] + half_width[:, None] * shape
 
 
 def centred_support(center: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

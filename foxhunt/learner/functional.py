@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from foxhunt.learner.budgets import split_flat
+from foxhunt.learner.atoms import batch_quantiles
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.plugin.records import GradientCombiner, LossComponent
@@ -52,6 +53,7 @@ class GradientStep:
     q_gap: torch.Tensor
     greedy_share: torch.Tensor
     branch_grad_norm: torch.Tensor
+    return_quantiles: torch.Tensor  # [Branch, AtomKnot]: batch quantiles of the n-step targets (the support kernel's)
 
 
 def q_statistics(q: torch.Tensor, action_mask: torch.Tensor, n_valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -138,13 +140,14 @@ class FunctionalGradients:
     def __call__(self, params: dict[str, torch.Tensor], batch: Any, support: torch.Tensor, taus: torch.Tensor,
                  targets: Any) -> GradientStep:
         losses, stacked, aux = self._gradients(params, batch, support, taus, targets)
-        return self.finish(losses, stacked, aux[0], aux[1] if len(aux) > 1 else None)
+        return self.finish(losses, stacked, aux[0], aux[1] if len(aux) > 1 else None, targets.expected)
 
     def finish(self, losses: torch.Tensor, stacked: Sequence[torch.Tensor], q: torch.Tensor,
-               per_sample: torch.Tensor | None) -> GradientStep:
+               per_sample: torch.Tensor | None, target_q: torch.Tensor) -> GradientStep:
         """The tail every gradient mode shares (the eager loop too): the combiner, Q statistics, per-branch norms.
 
-        ``losses [K]``; ``stacked`` per parameter ``[K, *shape]``; ``q`` the online expected Q ``[B, Branch, A]``.
+        ``losses [K]``; ``stacked`` per parameter ``[K, *shape]``; ``q`` the online expected Q ``[B, Branch, A]``;
+        ``target_q`` the normalised n-step targets ``[B, Branch]`` (their batch quantiles place quantile-spaced atoms).
         """
         budgeted = combine(self.combiner, stacked, losses, self.limits, self.combiner_parameters, self.max_grad_norm)
         final = split_flat(budgeted.flat, self.shapes)
@@ -158,4 +161,5 @@ class FunctionalGradients:
             q_gap=q_gap,
             greedy_share=greedy_share,
             branch_grad_norm=branch_grad_norm([final[i] for i in self.branch_index]),
+            return_quantiles=batch_quantiles(target_q),
         )

@@ -52,6 +52,9 @@ class LossInputs:
       (an increasing affine image of the support), so ``project_sorted`` applies.
     - ``target_q [B, Branch]``: the expected n-step target ``r + γ^m E[Z']``.
     - ``target_quantiles [B, Branch, T']``: ``r + γ^m θ'(τ')`` from the target IQN head.
+    - ``target_rewards [B, Branch]``: the n-step discounted reward part ``r`` of those targets alone (the
+      execution credit included when it is on), normalised by the same ``(x − μ) / σ`` as ``target_q``, so
+      ``σ (target_q − target_rewards) = γ^m E[Z']``: the value beyond the n-step horizon.
     - ``target_taken_q [B, Branch]`` or ``None``: the target network's expected Q of the taken action at
       ``s`` (only when the network has a state-value head; what that head regresses on).
     - ``branch_weights [Branch]``: mean-1 weights for averaging over branches (``grad_balance.scale``);
@@ -71,6 +74,7 @@ class LossInputs:
     target_probs: torch.Tensor
     target_q: torch.Tensor
     target_quantiles: torch.Tensor
+    target_rewards: torch.Tensor
     action_mask: torch.Tensor
     branch_weights: torch.Tensor
     health: torch.Tensor
@@ -155,6 +159,7 @@ def build_loss_inputs(batch: Batch, online: NetworkOutput, support: torch.Tensor
         target_probs=targets.probs,
         target_q=targets.expected,
         target_quantiles=targets.quantiles,
+        target_rewards=targets.rewards,
         action_mask=sources.action_mask,
         branch_weights=weights,
         health=reads.health.to(dtype),

@@ -41,6 +41,7 @@ from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
+from foxhunt.learner.atoms import AtomKnot, AtomShape
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.execution_credit import execution_regret, shaping_table
@@ -185,7 +186,9 @@ class Learner:
         self.optimized = self.params + ([self.combiner_parameters] if self.combiner.parameters_per_component else [])
         self.optimizer = make_optimizer(self.optimized, c, self.schedule.lr)
         self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm)
-        self.unit_atoms = torch.linspace(-1.0, 1.0, c.n_atoms, device=self.device, dtype=dtype)  # [N]
+        # where the atoms sit in each support: [N] even, or [Branch, N] from the support.knots slot (quantile)
+        self.atom_shape = AtomShape(c.n_atoms, c.atom_spacing, c.atom_spacing_mix, self.reads.knots,
+                                    dtype=dtype, device=self.device)
         self.loss_values = torch.zeros(len(self.components), device=self.device, dtype=dtype)
         self.updates = torch.zeros((), device=self.device, dtype=torch.int64)
         self.signals = self._make_signals()
@@ -216,6 +219,7 @@ class Learner:
             contract.Q_MEAN: zeros(n_br),
             contract.Q_STD: zeros(n_br),
             contract.Q_GAP: zeros(n_br),
+            contract.RETURN_QUANTILES: zeros(n_br, AtomKnot.size()),
             contract.GREEDY_SHARE: zeros(n_br),
             contract.GRAD_NORM: zeros(1),
             contract.LOSS: zeros(1),
@@ -229,17 +233,18 @@ class Learner:
     def support(self) -> torch.Tensor:
         """``[Branch, N]`` atoms this update (from the ISV support slots, or the config's v_min/v_max)."""
         return support_atoms(self.reads.center.to(self.dtype), self.reads.half_width.to(self.dtype),
-                             self.config.n_atoms, self.unit_atoms)
+                             self.config.n_atoms, self.atom_shape())
 
     def update_support(self) -> torch.Tensor:
         """The atoms the update's forwards use: :meth:`support`, or, when a component centres them per sample,
-        their ``[Branch, N]`` offsets ``max(half_width, floor) × linspace(-1, 1)``, which the network adds to
+        their ``[Branch, N]`` offsets ``max(half_width, floor) × unit`` (the atom shape), which the network adds to
         each sample's centre. Acting keeps :meth:`support`: the centre is the same for every action of a branch
         and the width positive, so the greedy action is the same either way."""
         if self.support_floor is None:
             return self.support()
         half = torch.maximum(self.reads.half_width, self.support_floor).to(self.dtype)
-        return half[:, None] * self.unit_atoms[None, :]
+        unit = self.atom_shape()
+        return half[:, None] * (unit[None, :] if unit.dim() == 1 else unit)
 
     def sample(self, batch_size: int | None = None) -> Batch:
         """A replay batch with n-step returns under the current per-branch γ."""
@@ -286,7 +291,7 @@ class Learner:
         if out.state_values is not None:
             # What the value head regresses on: the target network's Q(s, a), as in IQL (Kostrikov et al. 2021).
             taken_q = here.gather(-1, batch.actions[..., None]).squeeze(-1) * sigma + mu
-        return Targets(atoms, probs, expected, quantiles, taken_q)
+        return Targets(atoms, probs, expected, quantiles, returns, taken_q)
 
     @torch.no_grad()
     def normalised_targets(self, batch: Batch, support: torch.Tensor, taus: torch.Tensor) -> Targets:
@@ -341,7 +346,7 @@ class Learner:
         priority = self.priority_component
         with torch.no_grad():
             return self.functional.finish(torch.stack([loss.detach() for loss in losses]), stacked, online.q,
-                                          None if priority is None else priority.per_sample(inputs))
+                                          None if priority is None else priority.per_sample(inputs), inputs.target_q)
 
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""

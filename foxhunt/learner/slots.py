@@ -16,7 +16,7 @@ import torch
 from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.contract import (CQL_ALPHA, CQL_ALPHA_FALLBACK, GAMMA, GRAD_BALANCE, HEALTH, SARSA_TEMPERATURE,
-                              SARSA_TEMPERATURE_FALLBACK, SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU)
+                              SARSA_TEMPERATURE_FALLBACK, SUPPORT_CENTER, SUPPORT_HALF_WIDTH, SUPPORT_KNOTS, TAU)
 from foxhunt.errors import LayoutError
 from foxhunt.isv import ISV
 from foxhunt.learner.config import LearnerConfig
@@ -24,6 +24,7 @@ from foxhunt.learner.config import LearnerConfig
 __all__ = [
     "SUPPORT_CENTER",
     "SUPPORT_HALF_WIDTH",
+    "SUPPORT_KNOTS",
     "TAU",
     "GAMMA",
     "HEALTH",
@@ -41,7 +42,8 @@ N_BRANCHES = len(Branch)
 # The widths the learner reads them at: the contract's, which their owners declare.
 SLOT_WIDTHS: dict[str, int] = {
     name: contract.by_name(name).width
-    for name in (SUPPORT_CENTER, SUPPORT_HALF_WIDTH, TAU, GAMMA, HEALTH, CQL_ALPHA, GRAD_BALANCE, SARSA_TEMPERATURE)
+    for name in (SUPPORT_CENTER, SUPPORT_HALF_WIDTH, SUPPORT_KNOTS, TAU, GAMMA, HEALTH, CQL_ALPHA, GRAD_BALANCE,
+                 SARSA_TEMPERATURE)
 }
 
 
@@ -65,7 +67,9 @@ class LearnerReads:
     """Live tensors the update reads each step: ISV views, or constant fallbacks.
 
     Shapes: ``center``, ``half_width``, ``gamma``, ``grad_balance``, ``sarsa_temperature`` are ``[Branch]``;
-    ``tau``, ``health``, ``cql_alpha`` are ``[1]``. ``sources`` says, per slot
+    ``tau``, ``health``, ``cql_alpha`` are ``[1]``. ``knots`` is the ``support.knots`` view ``[Branch × AtomKnot]``
+    (the quantile atom spacing's; :mod:`foxhunt.learner.atoms`), or ``None`` when no plugin declares it: it has
+    no fallback, since an even spacing needs none. ``sources`` says, per slot
     name, whether it comes from the ISV or is a fallback (``"config"``; for
     ``foxhunt plugins inspect`` and the docs).
     """
@@ -79,6 +83,7 @@ class LearnerReads:
     grad_balance: torch.Tensor
     sarsa_temperature: torch.Tensor
     sources: dict[str, str]
+    knots: torch.Tensor | None = None
 
     @classmethod
     def build(cls, isv: ISV, config: LearnerConfig) -> LearnerReads:
@@ -113,4 +118,5 @@ class LearnerReads:
             grad_balance=tensors[GRAD_BALANCE],
             sources=sources,
             sarsa_temperature=tensors[SARSA_TEMPERATURE],
+            knots=read_slot(isv, SUPPORT_KNOTS),
         )

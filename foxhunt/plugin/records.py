@@ -75,6 +75,12 @@ def _at_least_one(instance: Any, attribute: attrs.Attribute, value: int) -> None
         raise ValueError(f"AuxiliaryTask.{attribute.name} must be an int >= 1, got {value!r}")
 
 
+def _bars_ahead(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    # 0 is a task that reads no future return (a head trained on the learner's own targets, like the quantile head)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"AuxiliaryTask.{attribute.name} must be an int >= 0 (bars of future returns), got {value!r}")
+
+
 @attrs.frozen
 class AuxiliaryTask:
     """A loss component's request for a prediction head on the trunk and the market's next returns.
@@ -86,10 +92,15 @@ class AuxiliaryTask:
     training window (``LossInputs.future_returns [B, H]`` with ``future_valid [B, H]``, H the largest horizon
     any component asks for; a return that would leave the training window is masked, never read). The head
     is built only when a component asks; without one the network and the replay are exactly what they were.
+
+    ``horizon = 0`` asks for the head's columns alone: a task trained on what :class:`LossInputs` already carries
+    (the learner's own targets: the quantile head, the horizon-decomposed values). When every task asks for 0,
+    H is 0: no future-return table is built or gathered, the replay keeps no bar index, and the batch's
+    ``future_returns``/``future_valid`` are ``None``.
     """
 
     outputs: int = attrs.field(validator=_at_least_one)
-    horizon: int = attrs.field(validator=_at_least_one)
+    horizon: int = attrs.field(validator=_bars_ahead)
 
 
 def _floor_is_read(instance: Any, attribute: attrs.Attribute, value: CentredSupport | None) -> None:

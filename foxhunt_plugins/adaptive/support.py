@@ -21,7 +21,14 @@ every learned distribution over a range ~10x too wide until the EMA caught
 up. On the planted market (3 folds, 1 epoch, seeds 2-5) persisting gave
 overall out-of-sample Sharpe 1.18 / 3.22 / 3.77 / 2.66 against −0.62
 / 3.21 / 3.61 / 2.61 with the soft reset. The learner places its atoms at
-``c_b + h_b × linspace(−1, 1, atoms)``.
+``c_b + h_b × linspace(−1, 1, atoms)`` by default.
+
+Quantile knots (``support.knots``, ``[Branch × AtomKnot]``, read only with ``[learner] atom_spacing =
+"quantile"``): at the same rate ``r``, each branch's knot ``k`` moves toward where the batch quantile of the
+n-step targets at level ``p_k`` (the ``learner.return_quantiles`` signal) falls inside the *new* support,
+``x*_k = clamp((q_k − c_b) / h_b, −1, 1)``. The slot holds offsets from the even places ``2 p_k − 1`` (0, the
+bootstrap, is an even spacing): ``o_k ← o_k + r ((x*_k − (2 p_k − 1)) − o_k)``. An average of sorted vectors
+stays sorted, so the knots never cross; :mod:`foxhunt.learner.atoms` turns them into atom places.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
+from foxhunt.contract import KNOT_LEVELS, AtomKnot
 from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
@@ -58,9 +66,13 @@ CENTER_BOOTSTRAP = 0.0
 HALF_WIDTH_BOOTSTRAP = 10.0  # [−10, 10]: the learner's default v_min, v_max
 SUPPORT_DECAY_STEPS = 100  # 1 / base EMA rate, in learner updates
 
+KNOTS = contract.SUPPORT_KNOTS
 Q_MEAN = contract.Q_MEAN
 Q_STD = contract.Q_STD
-SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,)}
+RETURN_QUANTILES = contract.RETURN_QUANTILES
+SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,), RETURN_QUANTILES: (N_BRANCHES, AtomKnot.size())}
+# where an even spacing puts each knot level p: 2p - 1 (the knots are stored as offsets from these)
+EVEN_KNOTS = [2.0 * level - 1.0 for level in KNOT_LEVELS]
 
 
 class SupportSlot(DimTable):
@@ -68,6 +80,7 @@ class SupportSlot(DimTable):
 
     CENTER = auto()
     HALF_WIDTH = auto()
+    KNOTS = auto()
 
 
 class SupportParam(DimTable):
@@ -88,7 +101,7 @@ SUPPORT_SLOT = device_constants(SupportSlot)
 
 @device_function
 def _support_row(b, args):
-    isv, off, prm, q_mean, q_std = args
+    isv, off, prm, q_mean, q_std, quantiles, even = args
     low = prm[SUPPORT_PARAM.MIN_HALF_WIDTH]
     bound = prm[SUPPORT_PARAM.CENTER_BOUND]
     c_slot = off[SUPPORT_SLOT.CENTER] + b
@@ -100,8 +113,18 @@ def _support_row(b, args):
     distance = (abs(c_target - center) + abs(h_target - half)) / half
     base = prm[SUPPORT_PARAM.BASE_RATE]
     rate = clamp(base * (1.0 + distance), base, max(base, prm[SUPPORT_PARAM.MAX_RATE]))
-    isv[c_slot] = center + rate * (c_target - center)
-    isv[h_slot] = max(low, half + rate * (h_target - half))
+    new_center = center + rate * (c_target - center)
+    new_half = max(low, half + rate * (h_target - half))
+    isv[c_slot] = new_center
+    isv[h_slot] = new_half
+    # the quantile knots follow at the same rate, as offsets from their even places: an average of sorted
+    # vectors stays sorted, so the knots never cross
+    knots = quantiles.shape[1]
+    for k in range(knots):
+        k_slot = off[SUPPORT_SLOT.KNOTS] + b * knots + k
+        place = clamp((quantiles[b, k] - new_center) / new_half, -1.0, 1.0)
+        offset = isv[k_slot]
+        isv[k_slot] = offset + rate * ((place - even[k]) - offset)
 
 
 SUPPORT_KERNEL = DualKernel(_support_row, "support.update")
@@ -145,8 +168,9 @@ class SupportMonitor(AdaptiveMonitor):
     """Observes the per-branch atom supports."""
 
     name = "support"
-    reads = (CENTER, HALF_WIDTH)
-    labels = {CENTER: Branch.names(), HALF_WIDTH: Branch.names()}
+    reads = (CENTER, HALF_WIDTH, KNOTS)
+    labels = {CENTER: Branch.names(), HALF_WIDTH: Branch.names(),
+              KNOTS: [f"{branch}.{knot}" for branch in Branch.names() for knot in AtomKnot.names()]}
 
 
 @hookimpl
@@ -160,6 +184,12 @@ def foxhunt_declare(registrar: Registrar) -> None:
                    doc="half-width of each branch's atom support [Branch]: atoms span centre ± half-width")
     registrar.state(HALF_WIDTH, ResetCategory.TRAINING_PERSIST,
                     doc=f"starts at {HALF_WIDTH_BOOTSTRAP}, follows the Q spread; kept across folds with the network")
+    registrar.slot(KNOTS, width=len(Branch) * AtomKnot.size(), init=0.0,
+                   doc="offsets of the quantile atom spacing's knots from their even places [Branch × AtomKnot]")
+    registrar.state(KNOTS, ResetCategory.TRAINING_PERSIST,
+                    doc="starts at 0 (an even spacing), follows the n-step targets' quantiles; kept across folds with "
+                        "the network, like the centre and half-width")
+    registrar.dims(AtomKnot)
     registrar.state(MONITOR_STATE_PREFIX + SupportMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
                     doc="fire-rate statistics of the support monitor (per fold)")
 
@@ -171,9 +201,10 @@ def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
     def bind(context):
         tensors = (
             context.isv,
-            slot_offsets(context, (CENTER, HALF_WIDTH)),
+            slot_offsets(context, (CENTER, HALF_WIDTH, KNOTS)),
             param_tensor(params, context),
             *(signal_of(context, name, shape, SUPPORT_KERNEL.name) for name, shape in SIGNALS.items()),
+            param_tensor(EVEN_KNOTS, context),
         )
         return [(SUPPORT_KERNEL, N_BRANCHES, tensors)]
 
@@ -182,8 +213,9 @@ def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
             name="support.update",
             point=KernelPoint.STEP,
             run=BoundRun(bind),
-            description="per-branch atom support centre and half-width from Q statistics (adaptive-rate EMA)",
-            writes=(CENTER, HALF_WIDTH),
+            description="per-branch atom support centre, half-width and quantile knots from Q and target "
+                        "statistics (adaptive-rate EMA)",
+            writes=(CENTER, HALF_WIDTH, KNOTS),
             reads=tuple(SIGNALS),
         )
     ]

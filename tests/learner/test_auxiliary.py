@@ -145,10 +145,24 @@ def test_the_layout_lays_columns_end_to_end_in_component_order() -> None:
     assert (dict(empty.columns), empty.outputs, empty.horizon) == ({}, 0, 0)
 
 
-@pytest.mark.parametrize(("outputs", "horizon"), [(0, 1), (1, 0), (-1, 3), (True, 1), (1.5, 1)])
-def test_an_auxiliary_task_needs_whole_positive_sizes(outputs, horizon) -> None:
-    with pytest.raises(ValueError, match="int >= 1"):
+@pytest.mark.parametrize(("outputs", "horizon", "match"), [
+    (0, 1, "outputs must be an int >= 1"), (-1, 3, "outputs must be an int >= 1"), (True, 1, "outputs"),
+    (1.5, 1, "outputs"), (1, -1, "horizon must be an int >= 0"), (1, True, "horizon"), (1, 2.0, "horizon"),
+])
+def test_an_auxiliary_task_needs_whole_sizes(outputs, horizon, match: str) -> None:
+    """At least one column; no future return (horizon 0) or some."""
+    with pytest.raises(ValueError, match=match):
         AuxiliaryTask(outputs, horizon)
+
+
+def test_tasks_of_horizon_zero_get_columns_and_no_future_returns() -> None:
+    """A task trained on the learner's own targets asks for columns alone: with every task at 0 the layout's
+    horizon is 0 (no table built, nothing gathered); beside a task that reads returns, the largest still wins."""
+    own = [_component("a", AuxiliaryTask(3, 0)), _component("plain", None), _component("b", AuxiliaryTask(2, 0))]
+    layout = auxiliary_layout(own)
+    assert (dict(layout.columns), layout.outputs, layout.horizon) == ({"a": (0, 3), "b": (3, 5)}, 5, 0)
+    mixed = auxiliary_layout([*own, _component("c", AuxiliaryTask(1, 4))])
+    assert (mixed.outputs, mixed.horizon) == (6, 4)
 
 
 # -- the replay ---------------------------------------------------------------------------------------------------
@@ -311,6 +325,28 @@ def toy_plugin() -> types.ModuleType:
 
     module.foxhunt_loss_components = foxhunt_loss_components
     return module
+
+
+def test_a_learner_whose_tasks_read_no_future_returns_builds_and_gathers_none(make_learner) -> None:
+    """Every task at horizon 0: the head is built, the replay keeps no bar index, no table is built at a fold,
+    and each sampled batch has no future returns; the update runs."""
+    module = types.ModuleType("own_targets")
+
+    @hookimpl
+    def foxhunt_loss_components(config):
+        return [LossComponent(TOY, 0.1, lambda inputs: inputs.batch_mean((inputs.auxiliary(TOY) ** 2).sum(-1)),
+                              "a task on the learner's own values", auxiliary=AuxiliaryTask(outputs=2, horizon=0))]
+
+    module.foxhunt_loss_components = foxhunt_loss_components
+    learner = make_learner(extra=[(module, "own")], budgets={"c51": 0.3, TOY: 0.1})
+    assert learner.future_horizon == 0 and learner.network.auxiliary_out.out_features == 2
+    assert "bars" not in dict(learner.replay.named_buffers())
+    learner.use_future_returns(random_close(np.random.default_rng(1), 40), 5, 30)
+    assert learner.replay.future_table is None
+    batch = learner.sample(8)
+    assert batch.future_returns is None and batch.future_valid is None
+    assert learner.loss_inputs(batch).auxiliary(TOY).shape == (8, 2)
+    learner.step(8)
 
 
 def toy_learner(make_learner, **kw):

@@ -13,6 +13,7 @@ import torch
 
 from foxhunt.plugin import core_declarations
 from foxhunt.actions import Branch
+from foxhunt.contract import AtomKnot
 from foxhunt.isv import ISV
 from foxhunt.kernels import Backend, KernelContext, simulator_enabled
 from foxhunt.monitoring.monitors import attach_monitors
@@ -95,6 +96,8 @@ def random_signals(rng: np.random.Generator, device: str = "cpu") -> dict[str, t
         "learner.q_gap": t(rng.exponential(0.1, N_BRANCHES)),
         "learner.q_mean": t(rng.normal(0.0, 3.0, N_BRANCHES)),
         "learner.q_std": t(rng.exponential(1.0, N_BRANCHES)),
+        # sorted along the knots, as batch quantiles are
+        "learner.return_quantiles": t(np.sort(rng.normal(0.0, 3.0, (N_BRANCHES, AtomKnot.size())), axis=1)),
         "learner.greedy_share": t(rng.uniform(0.3, 1.0, N_BRANCHES)),
         "learner.grad_norm": t(rng.exponential(2.0, 1)),
         "learner.loss": t(rng.normal(1.0, 0.5, ())),
@@ -120,6 +123,8 @@ def randomize_isv(run: Run, rng: np.random.Generator) -> None:
         "health.q_mean_ema": rng.normal(0.0, 3.0, N_BRANCHES),
         "support.center": rng.normal(0.0, 3.0, N_BRANCHES),
         "support.half_width": rng.uniform(0.5, 20.0, N_BRANCHES),
+        # offsets whose knots (even places + offsets) are sorted in each branch's row
+        "support.knots": np.sort(rng.uniform(-0.5, 0.5, (N_BRANCHES, AtomKnot.size())), axis=1).ravel() * 0.2,
         "grad_balance.scale": rng.uniform(0.3, 3.0, N_BRANCHES),
     }
     for name, value in values.items():

@@ -121,8 +121,17 @@ def support_ref(isv, layout, prm, sig):
     distance = (np.abs(c_target - center) + np.abs(h_target - half)) / half
     base = prm[P.BASE_RATE]
     rate = np.clip(base * (1.0 + distance), base, max(base, prm[P.MAX_RATE]))
-    out[_span(layout, support.CENTER)] = center + rate * (c_target - center)
-    out[_span(layout, support.HALF_WIDTH)] = np.maximum(low, half + rate * (h_target - half))
+    new_center = center + rate * (c_target - center)
+    new_half = np.maximum(low, half + rate * (h_target - half))
+    out[_span(layout, support.CENTER)] = new_center
+    out[_span(layout, support.HALF_WIDTH)] = new_half
+    # each knot moves toward where its batch quantile falls inside the new support, as an offset from 2 p - 1
+    levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
+    offsets = out[_span(layout, support.KNOTS)].astype(np.float64).reshape(len(new_center), len(levels))
+    quantiles = sig[support.RETURN_QUANTILES].astype(np.float64).reshape(len(new_center), len(levels))
+    place = np.clip((quantiles - new_center[:, None]) / new_half[:, None], -1.0, 1.0)
+    offsets = offsets + rate[:, None] * ((place - (2.0 * levels - 1.0)) - offsets)
+    out[_span(layout, support.KNOTS)] = offsets.ravel()
     return out
 
 

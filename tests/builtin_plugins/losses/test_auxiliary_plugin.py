@@ -13,6 +13,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_run import train_tiny
 
 from foxhunt import AugmentationFold, AugmentationInputs
 from foxhunt.actions import BRANCH_TABLES, Branch, Direction
@@ -300,34 +301,18 @@ def test_the_opt_in_plugin_passes_conformance_switched_on() -> None:
     assert "\n".join(text for _, text in result.failures + result.errors) == ""
 
 
-TINY = [
-    "--set", "train.epochs=1", "--set", "train.env_steps_per_epoch=80", "--set", "train.updates_per_epoch=10",
-    "--set", "train.warmup_env_steps=16", "--set", "folds.n_folds=1", "--set", "folds.train_bars=300",
-    "--set", "folds.validation_bars=60", "--set", "folds.test_bars=60", "--set", "folds.embargo_bars=5",
-    "--set", "env.n_envs=8", "--set", "learner.hidden=[32,32]", "--set", "learner.head_hidden=16",
-    "--set", "learner.batch_size=32", "--set", "learner.n_atoms=11", "--set", "learner.replay.capacity=1024",
-    "--set", 'features.feature_set="horizons"',  # warm-up 64: 600 bars fit the folds above
-]
-
-
 def test_a_tiny_run_with_it_switched_on_trains_saves_and_backtests_its_fold(tmp_path, monkeypatch) -> None:
     """Through `foxhunt train`: both losses in metrics.jsonl, the fold checkpoint with the auxiliary head saved,
     loaded and backtested on the test window."""
     import json
 
-    from click.testing import CliRunner
     from safetensors.torch import load_file
 
     from foxhunt.checkpoint import TENSORS_FILE
-    from foxhunt.cli.main import cli
 
-    monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path / "cache"))
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, ["train", "--data", "synthetic:planted?bars=600&seed=2", "--out", str(out),
-                                      "--no-progress", "--set", "plugins.auxiliary.enabled=true",
-                                      "--set", "learner.budgets.c51=0.3", "--set", "learner.budgets.aux_return=0.05",
-                                      "--set", "learner.budgets.aux_regime=0.05", *TINY], prog_name="foxhunt")
-    assert result.exit_code == 0, result.output
+    out = train_tiny(tmp_path, monkeypatch, "--set", "plugins.auxiliary.enabled=true",
+                     "--set", "learner.budgets.c51=0.3", "--set", "learner.budgets.aux_return=0.05",
+                     "--set", "learner.budgets.aux_regime=0.05")
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["budgets"][auxiliary.RETURN] == 0.05 and row["budgets"][auxiliary.REGIME] == 0.05
     for name in (auxiliary.RETURN, auxiliary.REGIME):

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiny_run import train_tiny
 
 from foxhunt.actions import Branch
 from foxhunt.errors import BudgetError, PluginError
@@ -152,31 +153,12 @@ def test_a_centred_support_floor_must_be_among_the_reads() -> None:
         CentredSupport(0, lambda v: v, iql.SUPPORT_FLOOR)
 
 
-TINY = [
-    "--set", "train.epochs=1", "--set", "train.env_steps_per_epoch=80", "--set", "train.updates_per_epoch=10",
-    "--set", "train.warmup_env_steps=16", "--set", "folds.n_folds=1", "--set", "folds.train_bars=300",
-    "--set", "folds.validation_bars=60", "--set", "folds.test_bars=60", "--set", "folds.embargo_bars=5",
-    "--set", "env.n_envs=8", "--set", "learner.hidden=[32,32]", "--set", "learner.head_hidden=16",
-    "--set", "learner.batch_size=32", "--set", "learner.n_atoms=11", "--set", "learner.replay.capacity=1024",
-    "--set", 'features.feature_set="horizons"',  # warm-up 64: 600 bars fit the folds above
-]
-
-
 def test_a_tiny_run_with_it_switched_on_trains_saves_and_backtests_its_fold(tmp_path, monkeypatch) -> None:
     """Through `foxhunt train` (the built-in entry point): its loss in metrics.jsonl, the fold checkpoint with the
     head saved, loaded and backtested on the test window."""
     import json
 
-    from click.testing import CliRunner
-
-    from foxhunt.cli.main import cli
-
-    monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path / "cache"))
-    out = tmp_path / "run"
-    result = CliRunner().invoke(cli, ["train", "--data", "synthetic:planted?bars=600&seed=2", "--out", str(out),
-                                      "--no-progress", "--set", "plugins.iql.enabled=true",
-                                      "--set", "learner.budgets.c51=0.3", *TINY], prog_name="foxhunt")
-    assert result.exit_code == 0, result.output
+    out = train_tiny(tmp_path, monkeypatch, "--set", "plugins.iql.enabled=true", "--set", "learner.budgets.c51=0.3")
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["budgets"]["iql"] == 0.1 and row["budgets"]["c51"] == 0.3
     assert row["losses"]["iql"] >= 0.0 and row["grad_norms"]["iql"] > 0.0

@@ -1,0 +1,124 @@
+"""Where the C51 atoms sit inside each branch's support: evenly spaced, or placed by the returns' quantiles.
+
+Each branch's atoms span ``centre ± half_width`` (the ``support.center``/``support.half_width`` ISV slots). The
+*unit shape* says where the N atoms sit inside that span, as N increasing numbers from −1 to +1:
+
+- ``[learner] atom_spacing = "uniform"`` (the default): ``linspace(−1, 1, N)``, the same for every branch.
+- ``"quantile"``: dense where the targets are. The learner hands the support kernel the batch quantiles of each
+  branch's n-step target ``r + γ^m E[Z']`` at the five :class:`AtomKnot` levels (the ``learner.return_quantiles``
+  signal); the kernel keeps a slow average of where they fall inside the support, as offsets from where an even
+  spacing would put them (the ``support.knots`` slot, ``[Branch × AtomKnot]``, 0 = even). The knots, with −1 and
+  +1 at the ends, define a piecewise-linear map from probability level to position; atom ``i`` goes where that
+  map sends level ``i / (N − 1)``, so about as many atoms sit between two knots as the levels between them say.
+  ``atom_spacing_mix`` of an even spacing is blended in, which keeps every gap positive (the projection needs a
+  strictly increasing support) and keeps atoms in the tails, where the targets are few but the greedy action's
+  value can go.
+
+Why: an even spacing that spans the targets' whole range (±4 standard deviations by default) puts most atoms
+where no target falls, so the distribution of a typical action is resolved by a handful of atoms near its
+mean. Quantile spacing gives the bulk of the returns most of the atoms.
+
+Every function here is pure and fixed-shape (static indices, no data-dependent control flow), so the compiled
+and captured update can run it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from foxhunt.errors import LayoutError
+from foxhunt.actions import Branch
+from foxhunt.contract import KNOT_LEVELS, AtomKnot
+from foxhunt.learner.config import ATOM_SPACINGS
+
+__all__ = ["ATOM_SPACINGS", "AtomKnot", "KNOT_LEVELS", "AtomShape", "batch_quantiles", "knot_interpolation",
+           "even_knots", "quantile_unit"]
+
+
+
+
+def batch_quantiles(values: torch.Tensor, levels: tuple[float, ...] = KNOT_LEVELS) -> torch.Tensor:
+    """``values [B, Branch]`` -> their quantiles over the batch ``[Branch, len(levels)]``.
+
+    Linear interpolation between order statistics (numpy's default, "linear"): level ``p`` sits at sorted
+    position ``p (B − 1)``. The positions depend on B alone, so the indices are Python constants.
+    """
+    ordered = values.detach().sort(dim=0).values  # [B, Branch]
+    last = values.shape[0] - 1
+    columns = []
+    for level in levels:
+        position = level * last
+        low = int(position)
+        high = min(low + 1, last)
+        weight = position - low
+        columns.append(ordered[low] * (1.0 - weight) + ordered[high] * weight)
+    return torch.stack(columns, dim=-1)  # [Branch, K]
+
+
+def even_knots(levels: tuple[float, ...] = KNOT_LEVELS) -> tuple[float, ...]:
+    """Where an even spacing puts each level: ``2 p − 1`` (the knots whose offsets are 0)."""
+    return tuple(2.0 * level - 1.0 for level in levels)
+
+
+def knot_interpolation(n_atoms: int, levels: tuple[float, ...] = KNOT_LEVELS, *, dtype: torch.dtype = torch.float32,
+                       device: torch.device | str | None = None) -> torch.Tensor:
+    """The fixed ``[N, K + 2]`` matrix that maps knot positions ``[−1, x_1 .. x_K, +1]`` to the N atoms' positions.
+
+    Atom ``i`` sits at level ``u = i / (N − 1)``; between the two levels ``l_j ≤ u ≤ l_(j+1)`` of
+    ``[0, levels.., 1]`` it is ``(1 − w) x_j + w x_(j+1)`` with ``w = (u − l_j) / (l_(j+1) − l_j)``. Row ``i`` holds
+    those two weights.
+    """
+    edges = (0.0, *levels, 1.0)
+    matrix = torch.zeros(n_atoms, len(edges), dtype=torch.float64)
+    for i in range(n_atoms):
+        u = i / (n_atoms - 1)
+        j = max(k for k in range(len(edges) - 1) if edges[k] <= u)  # the interval [l_j, l_(j+1)] holding u
+        j = min(j, len(edges) - 2)
+        w = (u - edges[j]) / (edges[j + 1] - edges[j])
+        matrix[i, j] += 1.0 - w
+        matrix[i, j + 1] += w
+    return matrix.to(dtype=dtype, device=device)
+
+
+def quantile_unit(offsets: torch.Tensor, interpolation: torch.Tensor, even: torch.Tensor, uniform: torch.Tensor,
+                  mix: float) -> torch.Tensor:
+    """The unit shape ``[Branch, N]`` of the quantile spacing.
+
+    ``offsets``: the ``support.knots`` slot, ``[Branch × K]`` (each knot's offset from its even position);
+    ``interpolation``: :func:`knot_interpolation`'s ``[N, K + 2]``; ``even``: :func:`even_knots` as a ``[K]``
+    tensor; ``uniform``: ``linspace(−1, 1, N)``; ``mix``: the share of the even spacing blended in (> 0 keeps
+    every gap at least ``2 mix / (N − 1)``).
+    """
+    knots = offsets.view(len(Branch), -1) + even  # [Branch, K], non-decreasing when the offsets came from sorted data
+    ends = torch.ones(len(Branch), 1, dtype=knots.dtype, device=knots.device)
+    placed = torch.cat([-ends, knots.clamp(-1.0, 1.0), ends], dim=1) @ interpolation.T  # [Branch, N]
+    return mix * uniform + (1.0 - mix) * placed
+
+
+class AtomShape:
+    """The unit shape of a learner's or a saved policy's atoms under its ``[learner] atom_spacing``.
+
+    Calling it gives ``linspace(−1, 1, N)`` ``[N]`` for ``"uniform"``, or :func:`quantile_unit` ``[Branch, N]``
+    from the live ``support.knots`` view ``knots`` for ``"quantile"`` (a kernel's write is seen by the next call,
+    with no copy). The quantile spacing without that slot is refused: it would silently be even.
+    """
+
+    def __init__(self, n_atoms: int, spacing: str, mix: float, knots: torch.Tensor | None, *,
+                 dtype: torch.dtype, device: torch.device | str) -> None:
+        self.uniform = torch.linspace(-1.0, 1.0, n_atoms, device=device, dtype=dtype)  # [N]
+        self.quantile = spacing == "quantile"
+        self.knots = knots
+        self.mix = mix
+        if self.quantile:
+            if knots is None:
+                raise LayoutError('[learner] atom_spacing = "quantile" places the atoms by the support.knots ISV slot, '
+                                  "which no loaded plugin declares: enable the built-in support plugin (or one that "
+                                  'declares and writes it), or set atom_spacing = "uniform"')
+            self.interpolation = knot_interpolation(n_atoms, dtype=dtype, device=device)  # [N, K + 2]
+            self.even = torch.tensor(even_knots(), dtype=dtype, device=device)  # [K]
+
+    def __call__(self) -> torch.Tensor:
+        if not self.quantile:  # fixed for the run: a static branch
+            return self.uniform
+        return quantile_unit(self.knots.to(self.uniform.dtype), self.interpolation, self.even, self.uniform,
+                             self.mix)

@@ -1,0 +1,118 @@
+"""A variable selection network over one bar (Lim et al. 2021, the Temporal Fusion Transformer, eqs. 6-8), built
+from gated residual networks.
+
+The variables. The observation ``[B, F + P]`` (W = 1: one bar's F market features, then the P portfolio
+features) holds V = F + 1 variables: each market feature column is one (a scalar), and the P portfolio columns
+together are one more (they describe one thing, the agent's position and its limits, and only mean something
+together). Variable ``j`` in that order (the feature columns as the observation orders them, then the
+portfolio) is:
+
+- embedded by its own linear map to ``width``: ``ξ_j = w_j x_j + b_j`` for a feature, ``ξ_V = W_p p + b_p``
+  for the portfolio;
+- passed through its own gated residual network, ``ξ̃_j = GRN_j(ξ_j)`` (``width`` hidden and out, identity
+  skip);
+- weighted by ``v = softmax(GRN_v(Ξ))``, where ``Ξ = [ξ_1, …, ξ_V]`` is every embedding side by side
+  (``V × width``) and ``GRN_v`` maps it to V values (hidden ``width``, a linear skip).
+
+The encoder's output is ``Σ_j v_j ξ̃_j`` (``[B, width]``), then the raw portfolio columns: ``width + P`` wide,
+as the attention and scan encoders give the trunk. Why the portfolio again: the selection makes a convex mix of
+the variables, so the more weight it gives the market features the less of the portfolio survives it, while
+every action's value depends on the position held (its cost to change); appended, the trunk reads the position
+exactly whatever the selection does, and the selection ranks the market features against each other and against
+the portfolio as a whole.
+
+How it is computed: the F feature embeddings are one batched map (weight ``[F, width, 1]``, one einsum), the V
+per-variable GRNs are one batched GRN (weights ``[V, out, in]``, one einsum per layer), never a Python loop over
+variables; every parameter whose name ends in ``weight`` is a matrix (or a group of matrices) spectral
+normalisation can bound, and the layer norms have no learned vector (the block's module,
+:mod:`foxhunt_plugins.encoders.gated_residual`, says why). A consequence: the selection logits are a layer norm's
+output (mean 0, mean square 1), so no variable can take more than ``e^s / (e^s + (V − 1) e^{−1/s})`` of the
+weight, ``s = √(V − 1)`` (0.85 for V = 21).
+
+Reading the selection. :meth:`VariableSelectionEncoder.selection_weights` gives ``v [B, V]`` for a batch of
+encoder inputs (``learner.network.encoder.selection_weights(obs)`` on a learner built with this encoder); it is
+the forward's own computation, not a second model. Nothing writes it to ``metrics.jsonl``: the learner's metrics
+and the monitors' signals are fixed sets of tensors, and no path hands a plugin encoder's values to them.
+
+The encoder keeps no state between steps: its only state is its parameters, which are the network's (the
+learner's ``learner.network`` entry and its target copy). Settings (``[plugins.vsn]``): ``width`` (16, at least
+2: a layer norm over one value is always 0). Off by default: ``[learner] encoder = "vsn"`` selects it
+(docs/learner.md, "Encoders").
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+from torch import nn
+
+from foxhunt import Encoder, Registrar, hookimpl
+from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, GroupedLinear, at_least
+
+__all__ = ["NAME", "VariableSelectionEncoder", "VsnSettings", "foxhunt_declare", "foxhunt_encoders"]
+
+NAME = "vsn"
+
+
+@attrs.frozen
+class VsnSettings:
+    """``[plugins.vsn]``: the width of every variable's embedding and of every gated residual network."""
+
+    width: int = attrs.field(default=16, validator=at_least(MIN_WIDTH, "a layer norm over one value is always 0"))
+
+
+class VariableSelectionEncoder(nn.Module):
+    """``[B, n_features + portfolio]`` -> ``[B, width + portfolio]`` (the module docstring says how)."""
+
+    def __init__(self, n_features: int, portfolio: int, settings: VsnSettings) -> None:
+        super().__init__()
+        if portfolio < 1:
+            raise ValueError(f"the vsn encoder makes the portfolio columns one variable: it needs at least one "
+                             f"portfolio column, got {portfolio}")
+        width = settings.width
+        self.n_features, self.portfolio, self.width = n_features, portfolio, width
+        self.variables = n_features + 1  # V: every feature column, then the portfolio as one
+        self.feature_embedding = GroupedLinear(n_features, 1, width)  # ξ_j = w_j x_j + b_j, weight [F, width, 1]
+        self.portfolio_embedding = nn.Linear(portfolio, width)  # ξ_V = W_p p + b_p
+        self.variable_grns = GatedResidualNetwork(width, width, width, groups=self.variables)  # ξ̃_j = GRN_j(ξ_j)
+        self.selection = GatedResidualNetwork(self.variables * width, width, self.variables)  # GRN_v(Ξ)
+        self.out_features = width + portfolio
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Encoder inputs ``[B, F + P]`` -> each variable's embedding ``ξ [B, V, width]`` (features, then portfolio)."""
+        features = self.feature_embedding(x[:, :self.n_features, None])  # [B, F, width]
+        portfolio = self.portfolio_embedding(x[:, self.n_features:])  # [B, width]
+        return torch.cat([features, portfolio[:, None]], dim=1)
+
+    def _selection(self, embedded: torch.Tensor) -> torch.Tensor:
+        """``ξ [B, V, width]`` -> ``v = softmax(GRN_v(Ξ)) [B, V]``."""
+        return torch.softmax(self.selection(embedded.reshape(embedded.shape[0], -1)), dim=-1)
+
+    def selection_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """The selection weights ``v [B, V]`` of encoder inputs ``x [B, F + P]``: non-negative, summing to 1 per
+        sample; column ``j < F`` is feature column ``j`` of the observation, the last column the portfolio.
+        Differentiable; call it under ``torch.no_grad()`` to only read them."""
+        return self._selection(self.embed(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        embedded = self.embed(x)  # [B, V, width]
+        weights = self._selection(embedded)  # [B, V]
+        selected = torch.einsum("bv,bvd->bd", weights, self.variable_grns(embedded))  # Σ_j v_j ξ̃_j
+        return torch.cat([selected, x[:, self.n_features:]], dim=1)
+
+
+def build(n_features: int, portfolio: int, settings: VsnSettings) -> VariableSelectionEncoder:
+    return VariableSelectionEncoder(n_features, portfolio, settings)
+
+
+@hookimpl
+def foxhunt_declare(registrar: Registrar) -> None:
+    registrar.settings(VsnSettings)
+
+
+@hookimpl
+def foxhunt_encoders(settings: VsnSettings) -> list[Encoder]:
+    return [Encoder(name=NAME, window=1, build=build, settings=settings,
+                    description="a variable selection network (the Temporal Fusion Transformer's, from gated "
+                                "residual networks) over one bar: each feature and the portfolio a variable, "
+                                "softmax-weighted, then the portfolio")]
