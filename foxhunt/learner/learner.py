@@ -57,7 +57,8 @@ from foxhunt.learner.slots import LearnerReads
 from foxhunt.learner.spectral import SpectralNorm
 from foxhunt.learner.targets import Targets
 from foxhunt.learner.update_pieces import EAGER_PIECES, compiled_pieces
-from foxhunt.plugin.records import CentredSupport, Encoder, GradientCombiner, LossComponent, ReplayAugmentation
+from foxhunt.plugin.records import (ENCODER_DIAGNOSTIC_ROWS, CentredSupport, Encoder, GradientCombiner, LossComponent,
+                                     ReplayAugmentation)
 from foxhunt.state_loading import check_state
 
 __all__ = ["Learner", "priority_component", "centred_support_request"]
@@ -402,6 +403,18 @@ class Learner:
             x = window_input(x, bars, self.feature_matrix, self.window)
         q = acting_q(self.network, x, self.support(), self.config.conviction_floor, self.config.conviction_spread)
         return self.popart.unnormalize_q(q)
+
+    @torch.no_grad()
+    def encoder_diagnostics(self, feature_names: Sequence[str]) -> dict[str, float]:
+        """The encoder's own diagnostics (:attr:`Encoder.diagnostics`) on the replay's newest transitions, or
+        ``{}`` when it has none or the replay is empty. Read at epoch boundaries, never inside the step."""
+        if self.encoder.diagnostics is None:
+            return {}
+        inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS)
+        if inputs.shape[0] == 0:
+            return {}
+        values = self.encoder.diagnostics(self.network.encoder, inputs.to(self.dtype), tuple(feature_names))
+        return {str(name): float(value) for name, value in values.items()}
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device tensors for monitors and metrics (read them outside the step)."""

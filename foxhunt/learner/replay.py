@@ -231,6 +231,19 @@ class Replay(nn.Module):
                              f"windows of {self.window}: build the AugmentationFold with window={self.window}")
         self.augmentations.set_fold(fold)
 
+    @torch.no_grad()
+    def newest_inputs(self, limit: int) -> torch.Tensor:
+        """The encoder inputs of the newest stored transitions, whole vector steps, at most ``limit`` rows (at
+        least one step's): ``[N, input width]``, empty before the first ``add``. For epoch-boundary diagnostics:
+        it reads the write counter on the host."""
+        written = int(self.written)
+        steps = min(written, self.rows, max(1, limit // self.n_envs))
+        rows = torch.remainder(torch.arange(written - steps, written, device=self.obs.device), self.rows)
+        obs = self.obs[rows].reshape(steps * self.n_envs, -1)
+        if self.window > 1:  # the windows, gathered as sampling gathers them
+            obs = window_input(obs, self.bars[rows].reshape(-1), self.window_features, self.window)
+        return obs
+
     # -- sampling --------------------------------------------------------------
     def filled(self) -> torch.Tensor:
         """``[rows, E]`` bool: slots holding a transition."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-__all__ = ["LossComponent", "CentredSupport", "AuxiliaryTask", "GradientCombiner", "Combination", "Encoder", "Kernel", "KernelPoint",
-           "ReplayAugmentation", "AugmentationInputs", "AugmentationFold"]
+__all__ = ["LossComponent", "CentredSupport", "AuxiliaryTask", "GradientCombiner", "Combination", "Encoder", "ENCODER_DIAGNOSTIC_ROWS", "Kernel",
+           "KernelPoint", "ReplayAugmentation", "AugmentationInputs", "AugmentationFold"]
 
 
 def _dotted_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -216,6 +216,13 @@ class Encoder:
     network's category, and its target copy): an encoder keeps no hidden state between steps, it is
     recomputed from the window each time. ``[learner] encoder`` selects one (default ``mlp``: the core's
     one-bar identity, today's network).
+
+    ``diagnostics(module, inputs, feature_names)``, optional: what the encoder wants a user to see, as a
+    mapping of names to numbers. At every epoch boundary the trainer calls it (no gradient) with the built
+    module, the encoder inputs of the replay's newest transitions (up to :data:`ENCODER_DIAGNOSTIC_ROWS`,
+    ``[N, window × n_features + portfolio_width]``) and the names of the ``n_features`` feature columns, and
+    writes the result into that epoch's ``metrics.jsonl`` row under ``encoder`` (e.g. the ``vsn`` encoder's
+    mean selection weight per feature). Outside the training step, so it may synchronise.
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -223,6 +230,12 @@ class Encoder:
     build: Callable[..., Any] = attrs.field(validator=attrs.validators.is_callable())
     description: str = attrs.field(validator=attrs.validators.min_len(1))
     settings: Any = None
+    diagnostics: Callable[[Any, Any, tuple[str, ...]], Mapping[str, float]] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.is_callable()))
+
+
+# How many of the replay's newest transitions an encoder's diagnostics read at an epoch boundary.
+ENCODER_DIAGNOSTIC_ROWS = 4096
 
 
 class KernelPoint(enum.StrEnum):

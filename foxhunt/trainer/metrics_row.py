@@ -65,4 +65,6 @@ def epoch_metrics_row(trainer: Trainer, fold: int, epoch: int, stats: dict[str, 
             torch.cuda.max_memory_allocated(trainer.device) if trainer.device.type == "cuda" else None
         ),
         "diagnostics": diagnostics,
+        # the encoder's own numbers (Encoder.diagnostics, e.g. vsn's selection weights); {} for most encoders
+        "encoder": trainer.learner.encoder_diagnostics(trainer.data.features.names),
     }

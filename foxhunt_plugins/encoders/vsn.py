@@ -31,8 +31,9 @@ weight, ``s = √(V − 1)`` (0.85 for V = 21).
 
 Reading the selection. :meth:`VariableSelectionEncoder.selection_weights` gives ``v [B, V]`` for a batch of
 encoder inputs (``learner.network.encoder.selection_weights(obs)`` on a learner built with this encoder); it is
-the forward's own computation, not a second model. Nothing writes it to ``metrics.jsonl``: the learner's metrics
-and the monitors' signals are fixed sets of tensors, and no path hands a plugin encoder's values to them.
+the forward's own computation, not a second model. Each epoch's ``metrics.jsonl`` row carries their mean over
+the replay's newest transitions, one number per variable named ``selection.<feature>`` and
+``selection.portfolio``, under ``encoder`` (:func:`selection_diagnostics`, the record's ``diagnostics``).
 
 The encoder keeps no state between steps: its only state is its parameters, which are the network's (the
 learner's ``learner.network`` entry and its target copy). Settings (``[plugins.vsn]``): ``width`` (16, at least
@@ -49,7 +50,8 @@ from torch import nn
 from foxhunt import Encoder, Registrar, hookimpl
 from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, GroupedLinear, at_least
 
-__all__ = ["NAME", "VariableSelectionEncoder", "VsnSettings", "foxhunt_declare", "foxhunt_encoders"]
+__all__ = ["NAME", "VariableSelectionEncoder", "VsnSettings", "selection_diagnostics", "foxhunt_declare",
+           "foxhunt_encoders"]
 
 NAME = "vsn"
 
@@ -105,6 +107,18 @@ def build(n_features: int, portfolio: int, settings: VsnSettings) -> VariableSel
     return VariableSelectionEncoder(n_features, portfolio, settings)
 
 
+def selection_diagnostics(module: VariableSelectionEncoder, inputs: torch.Tensor,
+                          feature_names: tuple[str, ...]) -> dict[str, float]:
+    """The mean selection weight of each variable over ``inputs``: ``selection.<feature name>`` per feature
+    column, then ``selection.portfolio`` (they sum to 1)."""
+    names = [*(f"selection.{name}" for name in feature_names), "selection.portfolio"]
+    if len(names) != module.variables:
+        raise ValueError(f"the vsn encoder selects among {module.variables} variables, but {len(feature_names)} "
+                         f"feature names (+ the portfolio) were given: {list(feature_names)}")
+    means = module.selection_weights(inputs).mean(0).tolist()
+    return dict(zip(names, means, strict=True))
+
+
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
     registrar.settings(VsnSettings)
@@ -112,7 +126,7 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 @hookimpl
 def foxhunt_encoders(settings: VsnSettings) -> list[Encoder]:
-    return [Encoder(name=NAME, window=1, build=build, settings=settings,
+    return [Encoder(name=NAME, window=1, build=build, settings=settings, diagnostics=selection_diagnostics,
                     description="a variable selection network (the Temporal Fusion Transformer's, from gated "
                                 "residual networks) over one bar: each feature and the portfolio a variable, "
                                 "softmax-weighted, then the portfolio")]

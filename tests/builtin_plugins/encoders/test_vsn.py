@@ -5,6 +5,7 @@ through its entry point."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 from pathlib import Path
 
@@ -207,8 +208,30 @@ def test_a_run_selects_the_encoder_by_name_and_its_checkpoint_gives_selection_we
             weights = encoder.selection_weights(obs)
         assert weights.shape == (5, policy.n_features + 1)
         torch.testing.assert_close(weights.sum(-1), torch.ones(5))
+        names = policy.metadata["feature_set"]["names"]  # the run's feature columns, in order
     finally:
         loaded.host.close()
+    # every epoch's metrics row names each variable's mean selection weight: one per feature, then the portfolio
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    selection = row["encoder"]
+    assert set(selection) == {f"selection.{name}" for name in names} | {"selection.portfolio"}
+    assert len(names) == policy.n_features
+    assert all(0.0 < value < 1.0 for value in selection.values())
+    assert math.isclose(sum(selection.values()), 1.0, rel_tol=1e-5)
+
+
+def test_the_diagnostics_are_the_mean_selection_weight_of_each_named_variable() -> None:
+    torch.manual_seed(2)
+    encoder = vsn.build(3, 2, vsn.VsnSettings(width=4))
+    (record,) = vsn.foxhunt_encoders(vsn.VsnSettings(width=4))
+    x = torch.randn(64, 5)
+    values = record.diagnostics(encoder, x, ("ret_1", "boll_256", "mom_32"))
+    assert list(values) == ["selection.ret_1", "selection.boll_256", "selection.mom_32", "selection.portfolio"]
+    with torch.no_grad():
+        want = encoder.selection_weights(x).mean(0)
+    torch.testing.assert_close(torch.tensor(list(values.values())), want)
+    with pytest.raises(ValueError, match="4 variables, but 2 feature names"):
+        record.diagnostics(encoder, x, ("ret_1", "boll_256"))
 
 
 def test_a_bad_setting_stops_the_run_naming_it(tmp_path: Path) -> None:
