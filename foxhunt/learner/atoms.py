@@ -34,6 +34,8 @@ from foxhunt.learner.config import ATOM_SPACINGS
 __all__ = ["ATOM_SPACINGS", "AtomKnot", "KNOT_LEVELS", "AtomShape", "batch_quantiles", "knot_interpolation",
            "even_knots", "quantile_unit"]
 
+_BRANCHES = len(Branch)  # a Python int taken at import: the shape is computed inside the compiled update
+
 
 
 
@@ -89,8 +91,8 @@ def quantile_unit(offsets: torch.Tensor, interpolation: torch.Tensor, even: torc
     tensor; ``uniform``: ``linspace(−1, 1, N)``; ``mix``: the share of the even spacing blended in (> 0 keeps
     every gap at least ``2 mix / (N − 1)``).
     """
-    knots = offsets.view(len(Branch), -1) + even  # [Branch, K], non-decreasing when the offsets came from sorted data
-    ends = torch.ones(len(Branch), 1, dtype=knots.dtype, device=knots.device)
+    knots = offsets.view(_BRANCHES, -1) + even  # [Branch, K], non-decreasing when the offsets came from sorted data
+    ends = torch.ones(_BRANCHES, 1, dtype=knots.dtype, device=knots.device)
     placed = torch.cat([-ends, knots.clamp(-1.0, 1.0), ends], dim=1) @ interpolation.T  # [Branch, N]
     return mix * uniform + (1.0 - mix) * placed
 

@@ -86,9 +86,15 @@ class HorizonValueSettings:
     weight: float = attrs.field(default=1.0, validator=_weight)
 
 
+# Python ints taken once at import: the loss runs inside the compiled update, where dynamo cannot trace a
+# DimTable's size() (it reads the enum's __members__ property)
+_BRANCHES = len(Branch)
+_HORIZONS = ValueHorizon.size()
+
+
 def value_head(inputs: LossInputs) -> torch.Tensor:
     """This component's head columns as ``[B, Branch, ValueHorizon]``."""
-    return inputs.auxiliary(NAME).unflatten(-1, (len(Branch), ValueHorizon.size()))
+    return inputs.auxiliary(NAME).unflatten(-1, (_BRANCHES, _HORIZONS))
 
 
 def horizon_per_branch(inputs: LossInputs) -> torch.Tensor:

@@ -90,10 +90,13 @@ def head_width(levels: int) -> int:
     return len(Branch) * max(branch_sizes()) * levels
 
 
+_BRANCHES = len(Branch)  # a Python int taken at import: the loss runs inside the compiled update
+
+
 def quantile_head(inputs: LossInputs, levels: int) -> torch.Tensor:
     """This component's head columns as ``θ [B, Branch, A, L]`` (A from the action mask, padded actions included)."""
     actions = inputs.action_mask.shape[-1]
-    return inputs.auxiliary(NAME).unflatten(-1, (len(Branch), actions, levels))
+    return inputs.auxiliary(NAME).unflatten(-1, (_BRANCHES, actions, levels))
 
 
 def quantile_per_branch(inputs: LossInputs, levels: tuple[float, ...], kappa: float = KAPPA) -> torch.Tensor:

@@ -19,6 +19,7 @@ from foxhunt.actions import Branch
 from foxhunt.config import load_config
 from foxhunt.errors import BudgetError, PluginError
 from foxhunt.learner import LearnerConfig
+from foxhunt.learner.update_pieces import functional_gradients, prepare_targets
 from foxhunt.testing import conformance_machine
 from foxhunt_plugins.losses import horizon_values
 
@@ -165,6 +166,18 @@ def test_the_loss_traces_whole_for_the_compiled_update(make_learner) -> None:
     inputs = learner.loss_inputs(learner.sample(8))
     compiled = torch.compile(component(learner).loss, fullgraph=True, backend="eager")
     assert torch.equal(compiled(inputs), component(learner).loss(inputs))
+
+
+def test_the_whole_update_middle_compiles_with_it(make_learner) -> None:
+    """The functional middle of the update (what `[learner] compile` compiles, with fullgraph) traces with the loss
+    inside `torch.func.vjp`; the loss alone tracing is not enough (under torch 2.11 a DimTable's size() broke only there)."""
+    learner = horizon_learner(make_learner)
+    batch, support = learner.sample(8), learner.update_support()
+    taus = learner._taus(8, learner.config.n_quantiles)
+    targets = prepare_targets(learner, batch, support, taus)
+    compiled = torch.compile(functional_gradients, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(learner, batch, support, taus, targets).losses,
+                               functional_gradients(learner, batch, support, taus, targets).losses)
 
 
 def test_a_horizon_of_zero_gathers_no_future_returns(make_learner) -> None:

@@ -19,6 +19,7 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.config import load_config
 from foxhunt.errors import BudgetError, PluginError
 from foxhunt.learner import LearnerConfig
+from foxhunt.learner.update_pieces import functional_gradients, prepare_targets
 from foxhunt.testing import conformance_machine
 from foxhunt_plugins.losses import auxiliary, quantiles
 
@@ -167,6 +168,18 @@ def test_the_loss_traces_whole_for_the_compiled_update(make_learner) -> None:
     inputs = learner.loss_inputs(learner.sample(8))
     compiled = torch.compile(component(learner).loss, fullgraph=True, backend="eager")
     assert torch.equal(compiled(inputs), component(learner).loss(inputs))
+
+
+def test_the_whole_update_middle_compiles_with_it(make_learner) -> None:
+    """The functional middle of the update (what `[learner] compile` compiles) traces with the loss inside
+    `torch.func.vjp`, where a DimTable's size() broke the graph under torch 2.11 though the loss alone traced."""
+    learner = quantile_learner(make_learner)
+    batch, support = learner.sample(8), learner.update_support()
+    taus = learner._taus(8, learner.config.n_quantiles)
+    targets = prepare_targets(learner, batch, support, taus)
+    compiled = torch.compile(functional_gradients, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(learner, batch, support, taus, targets).losses,
+                               functional_gradients(learner, batch, support, taus, targets).losses)
 
 
 # -- horizon 0: no future returns -------------------------------------------------------------------------------
