@@ -30,6 +30,8 @@ def _signals(rng: np.random.Generator) -> dict[str, torch.Tensor]:
         "learner.greedy_share": torch.tensor(rng.uniform(0.3, 1.0, 4), dtype=torch.float32),
         "learner.q_mean": torch.tensor(rng.normal(0, 2, 4), dtype=torch.float32),
         "learner.q_std": torch.tensor(rng.exponential(1.0, 4), dtype=torch.float32),
+        # [Branch, AtomKnot], sorted along the knots as batch quantiles are
+        "learner.return_quantiles": torch.tensor(np.sort(rng.normal(0, 2, (4, 5)), axis=1), dtype=torch.float32),
         "learner.grad_norm": torch.tensor([rng.exponential()], dtype=torch.float32),
         "learner.loss": torch.tensor([rng.normal(1.0, 0.2)], dtype=torch.float32),
         "learner.branch_grad_norm": torch.tensor(rng.exponential(1.0, 4) + 0.01, dtype=torch.float32),
