@@ -56,6 +56,7 @@ __all__ = [
     "SUPPORT_KNOTS",
     "AtomKnot",
     "KNOT_LEVELS",
+    "KNOT_EVEN_PLACES",
     "GRAD_BALANCE",
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
@@ -129,6 +130,8 @@ class AtomKnot(DimTable):
 
 
 KNOT_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # in AtomKnot order
+# Where an even spacing puts each level p, 2p − 1: ``support.knots`` holds each knot's offset from it (0 = even).
+KNOT_EVEN_PLACES: tuple[float, ...] = tuple(2.0 * level - 1.0 for level in KNOT_LEVELS)
 _ATOM_KNOTS = AtomKnot.size()
 
 

@@ -12,7 +12,7 @@ from foxhunt.learner.encoders import MLP_ENCODER, IdentityEncoder, select_encode
 from foxhunt.learner.distributional import project_distribution, project_sorted, quantile_huber, support_atoms
 from foxhunt.learner.inputs import LossInputs
 from foxhunt.learner.learner import Learner
-from foxhunt.learner.network import BranchingNetwork, NetworkOutput
+from foxhunt.learner.network import BatchedLinear, BranchingNetwork, NetworkOutput
 from foxhunt.learner.popart import PopArt, RobustPopArt, popart_of
 from foxhunt.learner.replay import Batch, Replay
 from foxhunt.learner.slots import LearnerReads
@@ -23,6 +23,7 @@ __all__ = [
     "AuxiliaryLayout",
     "Batch",
     "BUDGETED_SUM",
+    "BatchedLinear",
     "BranchingNetwork",
     "CombinedGradient",
     "GradientBudget",

@@ -26,17 +26,13 @@ from __future__ import annotations
 
 import torch
 
-from foxhunt.errors import LayoutError
 from foxhunt.actions import Branch
-from foxhunt.contract import KNOT_LEVELS, AtomKnot
-from foxhunt.learner.config import ATOM_SPACINGS
+from foxhunt.contract import KNOT_EVEN_PLACES, KNOT_LEVELS
+from foxhunt.errors import LayoutError
 
-__all__ = ["ATOM_SPACINGS", "AtomKnot", "KNOT_LEVELS", "AtomShape", "batch_quantiles", "knot_interpolation",
-           "even_knots", "quantile_unit"]
+__all__ = ["AtomShape", "batch_quantiles", "knot_interpolation", "quantile_unit"]
 
 _BRANCHES = len(Branch)  # a Python int taken at import: the shape is computed inside the compiled update
-
-
 
 
 def batch_quantiles(values: torch.Tensor, levels: tuple[float, ...] = KNOT_LEVELS) -> torch.Tensor:
@@ -55,11 +51,6 @@ def batch_quantiles(values: torch.Tensor, levels: tuple[float, ...] = KNOT_LEVEL
         weight = position - low
         columns.append(ordered[low] * (1.0 - weight) + ordered[high] * weight)
     return torch.stack(columns, dim=-1)  # [Branch, K]
-
-
-def even_knots(levels: tuple[float, ...] = KNOT_LEVELS) -> tuple[float, ...]:
-    """Where an even spacing puts each level: ``2 p − 1`` (the knots whose offsets are 0)."""
-    return tuple(2.0 * level - 1.0 for level in levels)
 
 
 def knot_interpolation(n_atoms: int, levels: tuple[float, ...] = KNOT_LEVELS, *, dtype: torch.dtype = torch.float32,
@@ -87,7 +78,7 @@ def quantile_unit(offsets: torch.Tensor, interpolation: torch.Tensor, even: torc
     """The unit shape ``[Branch, N]`` of the quantile spacing.
 
     ``offsets``: the ``support.knots`` slot, ``[Branch × K]`` (each knot's offset from its even position);
-    ``interpolation``: :func:`knot_interpolation`'s ``[N, K + 2]``; ``even``: :func:`even_knots` as a ``[K]``
+    ``interpolation``: :func:`knot_interpolation`'s ``[N, K + 2]``; ``even``: ``KNOT_EVEN_PLACES`` as a ``[K]``
     tensor; ``uniform``: ``linspace(−1, 1, N)``; ``mix``: the share of the even spacing blended in (> 0 keeps
     every gap at least ``2 mix / (N − 1)``).
     """
@@ -102,7 +93,8 @@ class AtomShape:
 
     Calling it gives ``linspace(−1, 1, N)`` ``[N]`` for ``"uniform"``, or :func:`quantile_unit` ``[Branch, N]``
     from the live ``support.knots`` view ``knots`` for ``"quantile"`` (a kernel's write is seen by the next call,
-    with no copy). The quantile spacing without that slot is refused: it would silently be even.
+    with no copy); either broadcasts against a ``[Branch, 1]`` half-width. The quantile spacing without that slot
+    is refused: it would silently be even.
     """
 
     def __init__(self, n_atoms: int, spacing: str, mix: float, knots: torch.Tensor | None, *,
@@ -117,7 +109,7 @@ class AtomShape:
                                   "which no loaded plugin declares: enable the built-in support plugin (or one that "
                                   'declares and writes it), or set atom_spacing = "uniform"')
             self.interpolation = knot_interpolation(n_atoms, dtype=dtype, device=device)  # [N, K + 2]
-            self.even = torch.tensor(even_knots(), dtype=dtype, device=device)  # [K]
+            self.even = torch.tensor(KNOT_EVEN_PLACES, dtype=dtype, device=device)  # [K]
 
     def __call__(self) -> torch.Tensor:
         if not self.quantile:  # fixed for the run: a static branch

@@ -27,8 +27,7 @@ def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, 
     (``linspace(-1, 1)``, passed in so the hot path allocates it once) or ``[Branch, atoms]`` per branch (the
     quantile spacing, :mod:`foxhunt.learner.atoms`). Returns ``[Branch, atoms]``.
     """
-    shape = unit[None, :] if unit.dim() == 1 else unit
-    return center[:, None] + half_width[:, None] * shape
+    return center[:, None] + half_width[:, None] * unit  # [Branch, 1] × [atoms] or [Branch, atoms]
 
 
 def centred_support(center: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

@@ -53,7 +53,9 @@ class GradientStep:
     q_gap: torch.Tensor
     greedy_share: torch.Tensor
     branch_grad_norm: torch.Tensor
-    return_quantiles: torch.Tensor  # [Branch, AtomKnot]: batch quantiles of the n-step targets (the support kernel's)
+    # [Branch, AtomKnot]: batch quantiles of the n-step targets, which the support kernel places quantile-spaced atoms
+    # by; None unless [learner] atom_spacing = "quantile" (no sort in the other runs' steps)
+    return_quantiles: torch.Tensor | None = None
 
 
 def q_statistics(q: torch.Tensor, action_mask: torch.Tensor, n_valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -108,6 +110,7 @@ class FunctionalGradients:
         self.max_grad_norm = float(max_grad_norm)
         self.eyes = [torch.eye(len(group), device=limits.device, dtype=limits.dtype) for group in self.groups]
         self.combiner = combiner
+        self.quantile_spacing = sources.config.atom_spacing == "quantile"  # fixed for the run: a static branch
         self.combiner_parameters = (limits.new_zeros(len(self.components), 0) if combiner_parameters is None
                                     else combiner_parameters)
 
@@ -161,5 +164,5 @@ class FunctionalGradients:
             q_gap=q_gap,
             greedy_share=greedy_share,
             branch_grad_norm=branch_grad_norm([final[i] for i in self.branch_index]),
-            return_quantiles=batch_quantiles(target_q),
+            return_quantiles=batch_quantiles(target_q) if self.quantile_spacing else None,
         )

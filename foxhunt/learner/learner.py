@@ -41,7 +41,7 @@ from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
 from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
-from foxhunt.learner.atoms import AtomKnot, AtomShape
+from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.execution_credit import execution_regret, shaping_table
@@ -220,7 +220,7 @@ class Learner:
             contract.Q_MEAN: zeros(n_br),
             contract.Q_STD: zeros(n_br),
             contract.Q_GAP: zeros(n_br),
-            contract.RETURN_QUANTILES: zeros(n_br, AtomKnot.size()),
+            contract.RETURN_QUANTILES: zeros(n_br, contract.AtomKnot.size()),
             contract.GREEDY_SHARE: zeros(n_br),
             contract.GRAD_NORM: zeros(1),
             contract.LOSS: zeros(1),
@@ -244,8 +244,7 @@ class Learner:
         if self.support_floor is None:
             return self.support()
         half = torch.maximum(self.reads.half_width, self.support_floor).to(self.dtype)
-        unit = self.atom_shape()
-        return half[:, None] * (unit[None, :] if unit.dim() == 1 else unit)
+        return half[:, None] * self.atom_shape()  # [Branch, 1] × [N] or [Branch, N]
 
     def sample(self, batch_size: int | None = None) -> Batch:
         """A replay batch with n-step returns under the current per-branch γ."""

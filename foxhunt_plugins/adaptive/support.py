@@ -23,8 +23,9 @@ overall out-of-sample Sharpe 1.18 / 3.22 / 3.77 / 2.66 against −0.62
 / 3.21 / 3.61 / 2.61 with the soft reset. The learner places its atoms at
 ``c_b + h_b × linspace(−1, 1, atoms)`` by default.
 
-Quantile knots (``support.knots``, ``[Branch × AtomKnot]``, read only with ``[learner] atom_spacing =
-"quantile"``): at the same rate ``r``, each branch's knot ``k`` moves toward where the batch quantile of the
+Quantile knots (``support.knots``, ``[Branch × AtomKnot]``, followed and read only with ``[learner]
+atom_spacing = "quantile"``, the one spacing the learner writes the quantiles for; otherwise they stay 0, an even
+spacing): at the same rate ``r``, each branch's knot ``k`` moves toward where the batch quantile of the
 n-step targets at level ``p_k`` (the ``learner.return_quantiles`` signal) falls inside the *new* support,
 ``x*_k = clamp((q_k − c_b) / h_b, −1, 1)``. The slot holds offsets from the even places ``2 p_k − 1`` (0, the
 bootstrap, is an even spacing): ``o_k ← o_k + r ((x*_k − (2 p_k − 1)) − o_k)``. An average of sorted vectors
@@ -51,7 +52,7 @@ from foxhunt import (
     hookimpl,
     reset_monitor,
 )
-from foxhunt.contract import KNOT_LEVELS, AtomKnot
+from foxhunt.contract import KNOT_EVEN_PLACES, AtomKnot
 from foxhunt.kernels import DualKernel, device_constants, device_function
 from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_tensor, signal_of, slot_offsets
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
@@ -71,8 +72,6 @@ Q_MEAN = contract.Q_MEAN
 Q_STD = contract.Q_STD
 RETURN_QUANTILES = contract.RETURN_QUANTILES
 SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,), RETURN_QUANTILES: (N_BRANCHES, AtomKnot.size())}
-# where an even spacing puts each knot level p: 2p - 1 (the knots are stored as offsets from these)
-EVEN_KNOTS = [2.0 * level - 1.0 for level in KNOT_LEVELS]
 
 
 class SupportSlot(DimTable):
@@ -92,6 +91,7 @@ class SupportParam(DimTable):
     CENTER_BOUND = auto()
     BASE_RATE = auto()
     MAX_RATE = auto()
+    FOLLOW_KNOTS = auto()  # 1: [learner] atom_spacing = "quantile" (the learner writes the quantiles), else 0
 
 
 # What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
@@ -118,13 +118,15 @@ def _support_row(b, args):
     isv[c_slot] = new_center
     isv[h_slot] = new_half
     # the quantile knots follow at the same rate, as offsets from their even places: an average of sorted
-    # vectors stays sorted, so the knots never cross
-    knots = quantiles.shape[1]
-    for k in range(knots):
-        k_slot = off[SUPPORT_SLOT.KNOTS] + b * knots + k
-        place = clamp((quantiles[b, k] - new_center) / new_half, -1.0, 1.0)
-        offset = isv[k_slot]
-        isv[k_slot] = offset + rate * ((place - even[k]) - offset)
+    # vectors stays sorted, so the knots never cross. Only when the run places its atoms by them: otherwise the
+    # learner writes no quantiles, and the slot stays 0 (an even spacing, which is what the run uses)
+    if prm[SUPPORT_PARAM.FOLLOW_KNOTS] > 0.0:
+        knots = quantiles.shape[1]
+        for k in range(knots):
+            k_slot = off[SUPPORT_SLOT.KNOTS] + b * knots + k
+            place = clamp((quantiles[b, k] - new_center) / new_half, -1.0, 1.0)
+            offset = isv[k_slot]
+            isv[k_slot] = offset + rate * ((place - even[k]) - offset)
 
 
 SUPPORT_KERNEL = DualKernel(_support_row, "support.update")
@@ -153,8 +155,10 @@ class SupportSettings:
             )
 
 
-def support_params(settings: SupportSettings) -> list[float]:
+def support_params(settings: SupportSettings, follow_knots: bool = False) -> list[float]:
+    """The kernel's parameter vector; ``follow_knots``: the run's ``[learner] atom_spacing`` is ``"quantile"``."""
     params = [0.0] * SupportParam.size()
+    params[SupportParam.FOLLOW_KNOTS] = 1.0 if follow_knots else 0.0
     params[SupportParam.STD_MULTIPLE] = settings.std_multiple
     params[SupportParam.MIN_HALF_WIDTH] = settings.min_half_width
     params[SupportParam.MAX_HALF_WIDTH] = settings.max_half_width
@@ -196,7 +200,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 @hookimpl
 def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
-    params = support_params(settings)
+    learner = getattr(config, "learner", None)  # the quantiles the knots follow are written for that spacing only
+    params = support_params(settings, getattr(learner, "atom_spacing", "uniform") == "quantile")
 
     def bind(context):
         tensors = (
@@ -204,7 +209,7 @@ def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
             slot_offsets(context, (CENTER, HALF_WIDTH, KNOTS)),
             param_tensor(params, context),
             *(signal_of(context, name, shape, SUPPORT_KERNEL.name) for name, shape in SIGNALS.items()),
-            param_tensor(EVEN_KNOTS, context),
+            param_tensor(list(KNOT_EVEN_PLACES), context),
         )
         return [(SUPPORT_KERNEL, N_BRANCHES, tensors)]
 

@@ -9,17 +9,19 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from learner_builders import assert_update_middle_compiles, update_arguments
 from tiny_run import train_tiny
 
 from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import LayoutError
 from foxhunt.learner import LearnerConfig
-from foxhunt.learner.atoms import (KNOT_LEVELS, AtomKnot, AtomShape, batch_quantiles, even_knots, knot_interpolation,
-                                   quantile_unit)
+from foxhunt.contract import KNOT_LEVELS, AtomKnot
+from foxhunt.learner.atoms import AtomShape, batch_quantiles, knot_interpolation, quantile_unit
 from foxhunt_plugins.adaptive import support
 
 N_BRANCHES, K = len(Branch), AtomKnot.size()
+EVEN = 2.0 * np.array(KNOT_LEVELS) - 1.0  # where an even spacing puts each level
 
 
 def reference_unit(knots: np.ndarray, n_atoms: int, mix: float) -> np.ndarray:
@@ -43,9 +45,9 @@ def test_batch_quantiles_match_numpy_linear_quantiles(batch: int, seed: int) -> 
 def test_the_quantile_unit_matches_a_float64_interpolation(n_atoms: int, seed: int, mix: float) -> None:
     rng = np.random.default_rng(seed)
     knots = np.sort(rng.uniform(-1.2, 1.2, (N_BRANCHES, K)), axis=1)  # some outside [-1, 1]: clamped
-    offsets = torch.tensor(knots - np.array(even_knots()), dtype=torch.float64).reshape(-1)
+    offsets = torch.tensor(knots - EVEN, dtype=torch.float64).reshape(-1)
     got = quantile_unit(offsets, knot_interpolation(n_atoms, dtype=torch.float64),
-                        torch.tensor(even_knots(), dtype=torch.float64),
+                        torch.tensor(EVEN),
                         torch.linspace(-1.0, 1.0, n_atoms, dtype=torch.float64), mix).numpy()
     want = reference_unit(knots, n_atoms, mix)
     np.testing.assert_allclose(got, want, rtol=0.0, atol=1e-12)
@@ -81,7 +83,7 @@ def test_the_learner_places_its_atoms_by_the_knots_slot(make_learner) -> None:
     rng = np.random.default_rng(3)
     knots = np.sort(rng.uniform(-0.9, 0.9, (N_BRANCHES, K)), axis=1)
     center, half = rng.normal(0.0, 2.0, N_BRANCHES), rng.uniform(0.5, 5.0, N_BRANCHES)
-    learner.isv.write(contract.SUPPORT_KNOTS, torch.tensor((knots - np.array(even_knots())).ravel()))
+    learner.isv.write(contract.SUPPORT_KNOTS, torch.tensor((knots - EVEN).ravel()))
     learner.isv.write(contract.SUPPORT_CENTER, torch.tensor(center))
     learner.isv.write(contract.SUPPORT_HALF_WIDTH, torch.tensor(half))
     n_atoms = learner.config.n_atoms
@@ -98,6 +100,19 @@ def test_an_update_writes_the_targets_quantiles_for_the_support_kernel(make_lear
     assert torch.isfinite(quantiles).all() and (quantiles.diff(dim=1) >= 0).all()
     assert (quantiles[:, -1] > quantiles[:, 0]).all()  # random rewards: the targets differ across the batch
     assert torch.isfinite(learner.loss_values).all()
+
+
+def test_the_update_middle_compiles_with_the_quantile_spacing(make_learner) -> None:
+    assert_update_middle_compiles(quantile_learner(make_learner))  # the batch quantiles at static positions
+
+
+def test_an_even_spacing_computes_no_quantiles(make_learner) -> None:
+    """The default run's update sorts nothing for the quantile spacing: the signal stays as allocated."""
+    learner = make_learner(extra=[(support, "support")], dtype=torch.float64)
+    step = learner.functional(learner.param_dict, *update_arguments(learner))
+    assert step.return_quantiles is None
+    learner.update(learner.sample())
+    assert not learner.signals[contract.RETURN_QUANTILES].any()
 
 
 def test_a_tiny_run_with_quantile_spacing_moves_the_knots_and_backtests(tmp_path, monkeypatch) -> None:

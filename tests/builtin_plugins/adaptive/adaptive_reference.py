@@ -125,6 +125,8 @@ def support_ref(isv, layout, prm, sig):
     new_half = np.maximum(low, half + rate * (h_target - half))
     out[_span(layout, support.CENTER)] = new_center
     out[_span(layout, support.HALF_WIDTH)] = new_half
+    if not prm[P.FOLLOW_KNOTS]:  # an even spacing: the knots stay where they are
+        return out
     # each knot moves toward where its batch quantile falls inside the new support, as an offset from 2 p - 1
     levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
     offsets = out[_span(layout, support.KNOTS)].astype(np.float64).reshape(len(new_center), len(levels))
@@ -161,7 +163,8 @@ REFERENCES = {
     "epsilon.update": (epsilon_ref, lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
     "epsilon.fold_start": (epsilon_fold_start_ref,
                            lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
-    "support.update": (support_ref, lambda settings, config: support.support_params(settings)),
+    "support.update": (support_ref, lambda settings, config: support.support_params(
+        settings, config is not None and config.learner.atom_spacing == "quantile")),
     "grad_balance.update": (grad_balance_ref, lambda settings, config: grad_balance.grad_balance_params(settings)),
     "static.write": (static_ref, lambda settings, config: static.static_params(settings)),
 }
