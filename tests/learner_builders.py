@@ -66,6 +66,40 @@ def fill_replay(learner: Learner, steps: int, seed: int = 0) -> None:
         learner.replay.add(obs, actions, rewards, next_obs, dones)
 
 
+def update_arguments(learner: Learner, batch_size: int = 8) -> tuple[Any, torch.Tensor, torch.Tensor, Any]:
+    """``(batch, support, taus, targets)`` of one update, as :meth:`Learner.update` prepares them: what the
+    functional middle (``update_pieces.functional_gradients``) takes after the learner."""
+    from foxhunt.learner.update_pieces import prepare_targets
+
+    batch, support = learner.sample(batch_size), learner.update_support()
+    taus = learner._taus(batch_size, learner.config.n_quantiles)
+    return batch, support, taus, prepare_targets(learner, batch, support, taus)
+
+
+def assert_update_middle_compiles(learner: Learner) -> None:
+    """The update's functional middle (what ``[learner] compile`` compiles, ``fullgraph``) traces with the learner's
+    components inside ``torch.func.vjp`` and gives the eager losses; a loss can trace alone and still break there."""
+    from foxhunt.learner.update_pieces import functional_gradients
+
+    arguments = update_arguments(learner)
+    compiled = torch.compile(functional_gradients, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(learner, *arguments).losses, functional_gradients(learner, *arguments).losses)
+
+
+def assert_weight_slot_scales_the_loss(learner: Learner, loss: Callable[[Any], torch.Tensor], inputs: Any,
+                                       slot: str) -> None:
+    """ISV slot ``slot`` (read at each call) scales ``loss(inputs)``: 0.5 halves it; 0 gives a zero loss and a zero
+    gradient on every learner parameter."""
+    full = float(loss(inputs).detach())
+    inputs.slot(slot).fill_(0.5)
+    assert float(loss(inputs).detach()) == pytest.approx(0.5 * full, rel=1e-12)
+    inputs.slot(slot).fill_(0.0)
+    zero = loss(inputs)
+    assert float(zero.detach()) == 0.0
+    grads = torch.autograd.grad(zero, learner.params, allow_unused=True)
+    assert all(grad is None or not grad.any() for grad in grads)
+
+
 class Kit:
     """The builders above, handed to tests as a fixture (test modules never import a conftest by name)."""
 

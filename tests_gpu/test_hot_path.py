@@ -8,7 +8,8 @@ torch's sync debug mode turns any host-device synchronisation that torch
 performs (``.item()``, ``.cpu()``, a Python branch on a device value, a
 blocking copy) into an error; the step must run clean under it, with the default
 network, with the scan encoder, whose window is gathered on the device, and with the
-variable selection encoder (vsn: batched per-variable gated residual networks). A CUDA graph
+variable selection encoder (vsn: batched per-variable gated residual networks), and with the quantile
+atom spacing and the two opt-in heads (compiled they once broke the graph). A CUDA graph
 then replays the whole step, with every random draw coming from device
 counters, so replays must produce new actions and new replay contents, and a learned
 encoder's parameters must move (it trains inside the replayed step).
@@ -45,7 +46,7 @@ SMALL = [
 # one-bar variable selection network (docs/learner.md, "Encoders"; their plugins must be installed: `pip install -e .`);
 # then two learner variants on the default network: atoms placed by the support kernel's quantile knots ("Atom
 # spacing") and the two opt-in heads on the auxiliary layer, whose tasks need no future returns (horizon 0).
-ENCODERS = {
+VARIANTS = {
     "mlp": [],
     "scan": ['learner.encoder="scan"', "plugins.scan.window=8"],
     "vsn": ['learner.encoder="vsn"'],
@@ -54,13 +55,13 @@ ENCODERS = {
 }
 
 
-@pytest.fixture(scope="module", params=[(compiled, encoder) for encoder in ENCODERS for compiled in (False, True)],
+@pytest.fixture(scope="module", params=[(compiled, variant) for variant in VARIANTS for compiled in (False, True)],
                 ids=lambda p: f"{'compiled' if p[0] else 'eager'}-learner-{p[1]}")
 def trainer(request, tmp_path_factory):
     if not torch.cuda.is_available():
         raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
-    compiled, encoder = request.param
-    config = load_config(None, SMALL + [f"learner.compile={str(compiled).lower()}", *ENCODERS[encoder]])
+    compiled, variant = request.param
+    config = load_config(None, SMALL + [f"learner.compile={str(compiled).lower()}", *VARIANTS[variant]])
     trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("gpu_run")), show_progress=False)
     trainer._build()
     trainer._start_fold(trainer.data.folds[0])

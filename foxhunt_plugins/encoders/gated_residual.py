@@ -19,8 +19,8 @@ Why these choices:
   and a LayerNorm's vector is not one;
 - no dropout (the paper's GRN has it before the GLU): nothing else in the network drops units, and a
   deterministic forward keeps the compiled, captured step replayable and a run reproducible from its seed;
-- ``groups`` G runs G independent GRNs at once (weights ``[G, out, in]``, one einsum per layer, the layout of
-  the learner's batched layers), so the variable selection network gives each variable its own GRN with no
+- ``groups`` G runs G independent GRNs at once (the learner's ``BatchedLinear``: weights ``[G, out, in]``, one
+  einsum per layer, the layout of the per-branch layers), so the variable selection network gives each variable its own GRN with no
   Python loop over variables; spectral normalisation bounds each group member's matrix on its own, as it does
   the per-branch layers.
 
@@ -31,7 +31,6 @@ It lives in its own module because built-in plugins never import each other (``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
@@ -39,7 +38,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MIN_WIDTH", "GatedResidualNetwork", "GroupedLinear", "at_least"]
+from foxhunt.learner import BatchedLinear
+
+__all__ = ["MIN_WIDTH", "GatedResidualNetwork", "at_least"]
 
 MIN_WIDTH = 2  # a layer norm over a single value is 0 whatever the input: a block of width 1 outputs nothing
 
@@ -54,29 +55,12 @@ def at_least(low: int, why: str = "") -> Any:
     return check
 
 
-class GroupedLinear(nn.Module):
-    """``G`` independent linear maps at once: weight ``[G, out, in]``, bias ``[G, out]``; ``x [B, G, in]`` ->
-    ``[B, G, out]`` in one einsum.
-
-    The layout and the initialisation of ``foxhunt.learner.network.BatchedLinear`` (a built-in plugin imports only
-    the root package, so it is written again here): uniform in ``±1/√in``, also ``nn.Linear``'s distribution.
-    """
-
-    def __init__(self, groups: int, in_features: int, out_features: int) -> None:
-        super().__init__()
-        bound = 1.0 / math.sqrt(in_features)
-        self.weight = nn.Parameter(torch.empty(groups, out_features, in_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(groups, out_features).uniform_(-bound, bound))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("bgi,goi->bgo", x, self.weight) + self.bias
-
-
 def _linear(groups: int | None, in_features: int, out_features: int) -> nn.Module:
-    """One linear map (``groups is None``: ``nn.Linear``) or ``groups`` of them batched."""
+    """One linear map (``groups is None``: ``nn.Linear``) or ``groups`` of them batched: the learner's
+    ``BatchedLinear`` (weight ``[G, out, in]``, ``x [B, G, in]`` -> ``[B, G, out]``, one einsum)."""
     if groups is None:
         return nn.Linear(in_features, out_features)
-    return GroupedLinear(groups, in_features, out_features)
+    return BatchedLinear(groups, in_features, out_features, shared_input=False)
 
 
 class GatedResidualNetwork(nn.Module):

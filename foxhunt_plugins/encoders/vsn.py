@@ -48,7 +48,8 @@ import torch
 from torch import nn
 
 from foxhunt import Encoder, Registrar, hookimpl
-from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, GroupedLinear, at_least
+from foxhunt.learner import BatchedLinear
+from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, at_least
 
 __all__ = ["NAME", "VariableSelectionEncoder", "VsnSettings", "selection_diagnostics", "foxhunt_declare",
            "foxhunt_encoders"]
@@ -74,7 +75,8 @@ class VariableSelectionEncoder(nn.Module):
         width = settings.width
         self.n_features, self.portfolio, self.width = n_features, portfolio, width
         self.variables = n_features + 1  # V: every feature column, then the portfolio as one
-        self.feature_embedding = GroupedLinear(n_features, 1, width)  # ξ_j = w_j x_j + b_j, weight [F, width, 1]
+        # ξ_j = w_j x_j + b_j, weight [F, width, 1]
+        self.feature_embedding = BatchedLinear(n_features, 1, width, shared_input=False)
         self.portfolio_embedding = nn.Linear(portfolio, width)  # ξ_V = W_p p + b_p
         self.variable_grns = GatedResidualNetwork(width, width, width, groups=self.variables)  # ξ̃_j = GRN_j(ξ_j)
         self.selection = GatedResidualNetwork(self.variables * width, width, self.variables)  # GRN_v(Ξ)

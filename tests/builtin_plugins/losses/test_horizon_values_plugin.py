@@ -13,13 +13,13 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from learner_builders import assert_update_middle_compiles, assert_weight_slot_scales_the_loss
 from tiny_run import train_tiny
 
 from foxhunt.actions import Branch
 from foxhunt.config import load_config
 from foxhunt.errors import BudgetError, PluginError
 from foxhunt.learner import LearnerConfig
-from foxhunt.learner.update_pieces import functional_gradients, prepare_targets
 from foxhunt.testing import conformance_machine
 from foxhunt_plugins.losses import horizon_values
 
@@ -120,13 +120,7 @@ def test_the_learners_inputs_against_the_loop_and_the_weight_slot(make_learner) 
                               inputs.branch_weights.tolist(), 1.0)
     loss = component(learner).loss(inputs)
     assert float(loss.detach()) == pytest.approx(expected, rel=1e-10)
-    inputs.slot(horizon_values.WEIGHT).fill_(0.5)
-    assert float(component(learner).loss(inputs).detach()) == pytest.approx(0.5 * float(loss.detach()), rel=1e-12)
-    inputs.slot(horizon_values.WEIGHT).fill_(0.0)
-    zero = component(learner).loss(inputs)
-    assert float(zero.detach()) == 0.0
-    grads = torch.autograd.grad(zero, learner.params, allow_unused=True)
-    assert all(grad is None or not grad.any() for grad in grads)
+    assert_weight_slot_scales_the_loss(learner, component(learner).loss, inputs, horizon_values.WEIGHT)
 
 
 def test_each_decoder_learns_from_its_own_target_only(make_learner) -> None:
@@ -169,15 +163,8 @@ def test_the_loss_traces_whole_for_the_compiled_update(make_learner) -> None:
 
 
 def test_the_whole_update_middle_compiles_with_it(make_learner) -> None:
-    """The functional middle of the update (what `[learner] compile` compiles, with fullgraph) traces with the loss
-    inside `torch.func.vjp`; the loss alone tracing is not enough (under torch 2.11 a DimTable's size() broke only there)."""
-    learner = horizon_learner(make_learner)
-    batch, support = learner.sample(8), learner.update_support()
-    taus = learner._taus(8, learner.config.n_quantiles)
-    targets = prepare_targets(learner, batch, support, taus)
-    compiled = torch.compile(functional_gradients, fullgraph=True, backend="eager")
-    torch.testing.assert_close(compiled(learner, batch, support, taus, targets).losses,
-                               functional_gradients(learner, batch, support, taus, targets).losses)
+    """Under torch 2.11 a DimTable's size() broke the graph inside `torch.func.vjp` though the loss alone traced."""
+    assert_update_middle_compiles(horizon_learner(make_learner))
 
 
 def test_a_horizon_of_zero_gathers_no_future_returns(make_learner) -> None:
