@@ -295,6 +295,7 @@ def env_step_row(i, args):
     prices, features, state, rng, actions, params, health, obs, reward, done = args
     if done[i] and params[EP.AUTO_RESET] < 0.5:
         reward[i] = 0.0
+        state[i, PS.STEP_EXECUTION] = 0.0
         return
     bar = int(state[i, PS.BAR])
     multiplier = params[EP.MULTIPLIER]
@@ -361,6 +362,15 @@ def env_step_row(i, args):
 
     penalty = params[EP.W_HOLDING] * abs(new_position) + churn + params[EP.W_DRAWDOWN] * deepening
     reward[i] = (params[EP.W_PNL] * gross - params[EP.W_COST] * cost - penalty) / params[EP.REWARD_SCALE]
+    # The reference execution: all ``delta`` contracts at the next open, paying a PASSIVE market order's costs.
+    # The position (direction and magnitude) earns the reward that order would have; the rest is the execution's.
+    reference_cost = abs(delta) * (
+        (params[EP.HALF_SPREAD] + params[EP.SLIPPAGE] * params[EP.SLIP_PASSIVE]) * multiplier + params[EP.COMMISSION]
+    )
+    reference_gross = (position * (close1 - close0) + delta * (close1 - open1)) * multiplier
+    state[i, PS.STEP_EXECUTION] = (
+        params[EP.W_PNL] * (gross - reference_gross) - params[EP.W_COST] * (cost - reference_cost)
+    ) / params[EP.REWARD_SCALE]
     finished = (
         bar + 1 - state[i, PS.START_BAR] >= params[EP.EPISODE_BARS]
         or bar + 2 >= params[EP.WINDOW_END]
@@ -380,4 +390,5 @@ def env_reset_row(i, args):
     prices, features, state, rng, actions, params, health, obs, reward, done = args
     reset_env(i, prices, features, state, rng, params, health, obs)
     reward[i] = 0.0
+    state[i, PS.STEP_EXECUTION] = 0.0
     done[i] = False

@@ -54,6 +54,7 @@ class Portfolio:
     fill_qty: float = 0.0
     fill_price: float = 0.0
     step_cost: float = 0.0
+    step_execution: float = 0.0
 
     def as_row(self) -> np.ndarray:
         """The portfolio as a ``[PS]`` float64 row."""
@@ -205,6 +206,7 @@ class ReferenceEnv:
     def step(self, action: Sequence[int]) -> tuple[np.ndarray, float, bool]:
         """Apply one action (``[Branch]``); returns (observation, reward, done)."""
         if self.finished and not self.auto_reset:
+            self.portfolio.step_execution = 0.0
             return self.observation(), 0.0, True
         p, c = self.portfolio, self.config
         multiplier = self.instrument.multiplier
@@ -238,9 +240,20 @@ class ReferenceEnv:
         p.bar = bar + 1
         penalty = c.w_holding * abs(p.position) + churn + c.w_drawdown * deepening
         reward = (c.w_pnl * gross - c.w_cost * cost - penalty) / self.reward_scale
+        # what the same contracts would have made as a PASSIVE market order; the difference is the execution's
+        spec = self.instrument
+        passive = (0.5 * spec.spread_ticks * spec.tick_size
+                   + c.slippage_ticks * spec.tick_size * c.slippage_by_urgency[Urgency.PASSIVE]) * multiplier
+        reference_cost = abs(delta) * (passive + self.commission)
+        reference_gross = (p.position - qty) * (close1 - close0) * multiplier \
+            + delta * (close1 - self._price(bar + 1, OHLCV.OPEN)) * multiplier
+        execution = (c.w_pnl * (gross - reference_gross) - c.w_cost * (cost - reference_cost)) / self.reward_scale
+        p.step_execution = execution
         done = p.bar - p.start_bar >= c.episode_bars or bar + 2 >= self.window[1] or equity <= 0
         p.cap = self.cap()
         self.finished = done
         if done and self.auto_reset:
-            return self.reset(), reward, True
+            observation = self.reset()
+            self.portfolio.step_execution = execution  # the kernel keeps it across the auto-reset, as the reward
+            return observation, reward, True
         return self.observation(), reward, done

@@ -47,6 +47,10 @@ class PS(DimTable):
     FILL_QTY = auto()  # signed contracts filled by the last step (0: none)
     FILL_PRICE = auto()  # price the last step's fill traded at (reference price, before costs)
     STEP_COST = auto()  # costs paid by the last step
+    # the execution's part of the last step's reward (reward units): what the fill and its costs gained or lost
+    # against a PASSIVE market order for the same contracts (docs/fill-model.md, "The reward's execution part").
+    # Like the reward it survives the auto-reset that ends an episode; an explicit reset zeroes it.
+    STEP_EXECUTION = auto()
 
 
 class EP(DimTable):

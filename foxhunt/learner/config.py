@@ -155,11 +155,24 @@ class LearnerConfig:
     # they shaped; off here, on in both profiles (foxhunt/profiles.py)
     execution_regret: bool = False
     shaping_only: bool = False
+    # per-branch reward decomposition (foxhunt.learner.execution_credit, docs/learner.md "Reward split"): direction
+    # and magnitude learn from the reward a PASSIVE market order for their position would have earned, order type
+    # and urgency from what their execution gained or lost against it; off by default. It prices the direction at
+    # that fixed execution, which execution_regret reprices at the greedy one: the two cannot both be on.
+    reward_split: bool = attrs.field(default=False)
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
     batch_size: int = attrs.field(default=128, validator=_positive)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)
+
+    def __attrs_post_init__(self) -> None:
+        if self.reward_split and self.execution_regret:
+            raise ValueError(
+                "learner.reward_split and learner.execution_regret both say what the direction branch's return is "
+                "(priced at a PASSIVE market order, or at the greedy execution); switch one off, e.g. --set "
+                "learner.execution_regret=false (both profiles switch it on)"
+            )
 
 
 def learner_config_of(config: Any) -> LearnerConfig:

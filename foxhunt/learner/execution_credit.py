@@ -26,7 +26,19 @@ Two corrections, each a ``[learner]`` switch:
     the order type and urgency from LONG, SHORT and FLAT. A HOLD's return says nothing about how an order
     would have been executed; averaged in, it shrinks the execution branches' advantages towards zero.
 
-The config classes keep both off and the CPU profile (:mod:`foxhunt.profiles`) switches them on: measured on
+A third switch replaces the first one's pricing:
+
+``reward_split``
+    Per-branch reward decomposition. The environment writes each step's execution part
+    (``foxhunt.env.tables.PS.STEP_EXECUTION``: what the fill and its costs gained or lost against a PASSIVE
+    market order for the same contracts), the replay stores it beside the reward, and the n-step returns are
+    split by branch (:func:`branch_rewards`): direction and magnitude, which choose the position, get the
+    reward minus the execution part, the reward that reference order would have earned; order type and
+    urgency, which choose how it is reached, get the execution part. The parts sum to the reward. The
+    direction's value of a trade is then priced at one fixed execution, whatever the exploration drew, which
+    is what ``execution_regret`` prices at the greedy execution instead, so the two are exclusive.
+
+The config classes keep all three off and the CPU profile (:mod:`foxhunt.profiles`) switches them on: measured on
 the default run they end the collapse and lift the weak AR(1), and they trade the random walk more
 (docs/learner.md, "Execution credit" and "Execution credit and a 256-bar level").
 """
@@ -37,7 +49,8 @@ import torch
 
 from foxhunt.actions import Branch, Direction
 
-__all__ = ["SHAPING", "shaping_table", "shaping_weights", "execution_regret"]
+__all__ = ["SHAPING", "EXECUTION_BRANCHES", "shaping_table", "shaping_weights", "execution_regret",
+           "execution_columns", "branch_rewards"]
 
 # SHAPING[direction]: the execution branches whose choice changes the order that direction places.
 SHAPING: dict[Direction, tuple[Branch, ...]] = {
@@ -46,6 +59,29 @@ SHAPING: dict[Direction, tuple[Branch, ...]] = {
     Direction.LONG: (Branch.MAGNITUDE, Branch.ORDER_TYPE, Branch.URGENCY),
     Direction.FLAT: (Branch.ORDER_TYPE, Branch.URGENCY),
 }
+
+
+# With ``reward_split``: the branches that learn from the execution part of the reward; the others (direction and
+# magnitude, which together choose the position) learn from the rest.
+EXECUTION_BRANCHES: tuple[Branch, ...] = (Branch.ORDER_TYPE, Branch.URGENCY)
+
+
+def execution_columns(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[Branch]``: 1 on the branches that learn from the execution part (:data:`EXECUTION_BRANCHES`), 0 on the others."""
+    columns = torch.zeros(Branch.size(), dtype=dtype, device=device)
+    for branch in EXECUTION_BRANCHES:
+        columns[branch] = 1.0
+    return columns
+
+
+def branch_rewards(rewards: torch.Tensor, executions: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """``[B, Branch]``: each branch's part of the rewards ``[B]``, given their execution parts ``executions [B]``.
+
+    ``columns`` is :func:`execution_columns`: those branches get ``executions``, the others ``rewards −
+    executions`` (the reward of the reference PASSIVE market order). Each row sums, over one execution branch and
+    one other, to the reward."""
+    position = (rewards - executions)[:, None]
+    return position + (executions[:, None] - position) * columns[None, :]
 
 
 def shaping_table(device: torch.device | str | None = None) -> torch.Tensor:

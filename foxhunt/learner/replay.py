@@ -51,6 +51,7 @@ from foxhunt.actions import Branch
 from foxhunt.learner.augmentation import Augmentations
 from foxhunt.learner.config import ReplayConfig
 from foxhunt.learner.encoders import window_input
+from foxhunt.learner.execution_credit import branch_rewards, execution_columns
 from foxhunt.plugin.records import AugmentationFold, ReplayAugmentation
 
 __all__ = ["Batch", "Replay"]
@@ -90,7 +91,7 @@ class Replay(nn.Module):
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
                  device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
                  augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0,
-                 horizon: int = 0) -> None:
+                 horizon: int = 0, reward_split: bool = False) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -107,6 +108,12 @@ class Replay(nn.Module):
         self.register_buffer("next_obs", torch.zeros(rows, n_envs, obs_dim, dtype=dtype, **kw))
         self.register_buffer("actions", torch.zeros(rows, n_envs, len(Branch), dtype=torch.int64, **kw))
         self.register_buffer("rewards", torch.zeros(rows, n_envs, dtype=dtype, **kw))
+        # [learner] reward_split: each reward's execution part (foxhunt.env.tables.PS.STEP_EXECUTION), registered only
+        # for such a run; the n-step returns then give each branch its part (execution_credit.branch_rewards)
+        self.reward_split = reward_split
+        if reward_split:
+            self.register_buffer("executions", torch.zeros(rows, n_envs, dtype=dtype, **kw))
+            self.execution_columns = execution_columns(device, dtype)
         self.register_buffer("dones", torch.zeros(rows, n_envs, dtype=dtype, **kw))
         self.register_buffer("priorities", torch.zeros(rows, n_envs, dtype=torch.float32, **kw))  # raw |δ| + eps
         self.register_buffer("written", torch.zeros((), dtype=torch.int64, **kw))  # rows ever written
@@ -132,11 +139,13 @@ class Replay(nn.Module):
     # -- writing ---------------------------------------------------------------
     @torch.no_grad()
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-            dones: torch.Tensor, bars: torch.Tensor | None = None, next_bars: torch.Tensor | None = None) -> None:
+            dones: torch.Tensor, bars: torch.Tensor | None = None, next_bars: torch.Tensor | None = None,
+            executions: torch.Tensor | None = None) -> None:
         """Append one step of every environment: ``obs``/``next_obs`` ``[E, D]``, ``actions`` ``[E, Branch]``,
         ``rewards``/``dones`` ``[E]``; with an encoder window, ``bars``/``next_bars`` ``[E]``: the bar index of
         ``obs`` and of ``next_obs`` (for W = 1 ``next_bars`` is ignored, and ``bars`` is kept only when an
-        auxiliary task reads future returns: left out there, the step's future returns are masked).
+        auxiliary task reads future returns: left out there, the step's future returns are masked); with
+        ``reward_split``, ``executions`` ``[E]``: each reward's execution part (required).
         New transitions get the largest priority seen so far."""
         row = torch.remainder(self.written, self.rows).view(1)
         self.obs.index_copy_(0, row, obs.to(self.obs.dtype).unsqueeze(0))
@@ -144,6 +153,11 @@ class Replay(nn.Module):
         self.actions.index_copy_(0, row, actions.to(torch.int64).unsqueeze(0))
         self.rewards.index_copy_(0, row, rewards.to(self.rewards.dtype).unsqueeze(0))
         self.dones.index_copy_(0, row, dones.to(self.dones.dtype).unsqueeze(0))
+        if self.reward_split:
+            if executions is None:
+                raise ValueError("this replay splits rewards by branch ([learner] reward_split): add() needs each "
+                                 "reward's execution part (executions=, the environment's PS.STEP_EXECUTION)")
+            self.executions.index_copy_(0, row, executions.to(self.rewards.dtype).unsqueeze(0))
         self.priorities.index_copy_(0, row, self.max_priority.expand(1, self.n_envs))
         if self.window > 1:
             if bars is None or next_bars is None:
@@ -186,6 +200,8 @@ class Replay(nn.Module):
             self.bars.zero_()
         if self.window > 1:
             self.next_bars.zero_()
+        if self.reward_split:
+            self.executions.zero_()
         self.max_priority.fill_(1.0)
         self.alpha.fill_(self.config.alpha)
         self.beta.fill_(self.config.beta)
@@ -305,7 +321,12 @@ class Replay(nn.Module):
         for k in range(self.n_step):  # n_step is fixed for the run: a static unroll
             r_k = torch.remainder(row + k, self.rows)
             included = alive * (ahead >= k).to(alive.dtype)
-            returns = returns + (gamma**k)[None, :] * (self.rewards[r_k, env] * included)[:, None]
+            if self.reward_split:  # fixed for the run
+                step = branch_rewards(self.rewards[r_k, env] * included, self.executions[r_k, env] * included,
+                                      self.execution_columns)
+            else:
+                step = (self.rewards[r_k, env] * included)[:, None]
+            returns = returns + (gamma**k)[None, :] * step
             length = length + included.to(torch.int64)
             alive = included * (1.0 - self.dones[r_k, env])
         last = torch.remainder(row + length - 1, self.rows)

@@ -337,7 +337,10 @@ class AugmentationFold:
     features, then the ``P`` portfolio columns, which still close it). A per-column constant covers all
     ``W × F + P`` columns. ``feature_parity``: -1.0 for each odd feature column, +1.0 for each even one
     (from the run's feature table, so a feature plugin's declared parity counts); empty: look each name up
-    in the core's families.
+    in the core's families. ``execution_branches``: when the run splits each return by branch (``[learner]
+    reward_split``, ``foxhunt.learner.execution_credit``), the branches whose return is the reward's execution
+    part (the others' is the rest); empty when it does not. An augmentation that changes a return changes each
+    branch's part.
     """
 
     feature_names: tuple[str, ...]
@@ -345,3 +348,4 @@ class AugmentationFold:
     env_params: Any
     window: int = attrs.field(default=1, validator=attrs.validators.ge(1))
     feature_parity: tuple[float, ...] = attrs.field(default=(), converter=tuple)
+    execution_branches: tuple[int, ...] = attrs.field(default=(), converter=tuple)

@@ -35,6 +35,7 @@ from foxhunt.plugin.core_declarations import PROGRESS
 from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.learner.exploration import BranchExplorer
+from foxhunt.learner.execution_credit import EXECUTION_BRANCHES
 from foxhunt.env.run_kernel import env_step_kernel
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
@@ -332,7 +333,9 @@ class Trainer:
         self.learner.replay.set_fold(AugmentationFold(tuple(self.data.features.names), self.normalizer,
                                                       self.env.params.detach().cpu().numpy().astype(np.float64),
                                                       window=self.learner.window,
-                                                      feature_parity=self.data.features.parity))
+                                                      feature_parity=self.data.features.parity,
+                                                      execution_branches=EXECUTION_BRANCHES
+                                                      if self.config.learner.reward_split else ()))
         self.env.set_window(fold.train.start, fold.train.stop)
         self.learner.use_future_returns(self.data.market.close, fold.train.start, fold.train.stop)
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
@@ -528,7 +531,9 @@ class Trainer:
     def _store(self, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor, done: torch.Tensor) -> None:
         next_bars = self.env.state[:, PS.BAR] if self.windowed else None
         bars = self.prev_bars if self.tracks_bars else None
-        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, bars, next_bars)
+        # [learner] reward_split: the execution part of each reward, which the env writes beside it
+        executions = self.env.state[:, PS.STEP_EXECUTION] if self.config.learner.reward_split else None
+        self.learner.replay.add(self.prev_obs, actions, reward, obs, done, bars, next_bars, executions)
         self.step_counter.add_(1)
 
     def _update(self) -> None:

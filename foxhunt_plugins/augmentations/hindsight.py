@@ -34,6 +34,11 @@ That inversion, and so the relabelling, is exact when
   the two).
 
 The later steps of an n-step return and the bootstrap observation stay those of the size taken.
+
+**With the reward split by branch** (``[learner] reward_split``, ``AugmentationFold.execution_branches``), each branch's
+return moves by its own part of that gain. A market order's fill is the reference execution's, so its execution
+part is only the cost it paid beyond a PASSIVE market order's, ``w_cost × (k_PASSIVE − k) × |T − p₀| / scale``:
+order type and urgency get that part's change, direction and magnitude the rest.
 ``tests/builtin_plugins/augmentations/test_hindsight.py`` checks the relabelling against a float64 transcription
 of the environment's reward on random inputs where it is exact.
 """
@@ -61,6 +66,7 @@ CONTRACT_EPSILON = 1e-6
 # Plain ints for the codes compared inside the traced function: dynamo folds a tensor compared with an IntEnum
 # member into a Python bool.
 LONG, SHORT, MARKET = int(Direction.LONG), int(Direction.SHORT), int(OrderType.MARKET)
+PASSIVE = int(Urgency.PASSIVE)
 MAGNITUDE_COLUMN = int(Branch.MAGNITUDE)
 SLIPPAGE_BY_URGENCY = {Urgency.PASSIVE: EP.SLIP_PASSIVE, Urgency.NORMAL: EP.SLIP_NORMAL,
                        Urgency.AGGRESSIVE: EP.SLIP_AGGRESSIVE}
@@ -89,6 +95,9 @@ def hindsight_constants(fold: AugmentationFold) -> dict[str, np.ndarray]:
         "reward_scale": np.asarray(params[EP.REWARD_SCALE]),
         "max_contracts": np.asarray(params[EP.MAX_CONTRACTS]),
         "shares": np.array([MAGNITUDE_SHARES[magnitude] for magnitude in Magnitude]),
+        # [learner] reward_split: 1.0 splits the gain by branch; the branches that take the execution part
+        "split": np.asarray(1.0 if fold.execution_branches else 0.0),
+        "execution_columns": np.array([1.0 if branch in fold.execution_branches else 0.0 for branch in Branch]),
     }
 
 
@@ -119,7 +128,14 @@ def relabel_magnitude(inputs: AugmentationInputs) -> Any:
     relabel = eligible & (gain > 0)
     column = torch.arange(actions.shape[1], device=actions.device) == MAGNITUDE_COLUMN
     new_actions = torch.where(relabel[:, None] & column[None, :], best[:, None], actions)
-    returns = batch.returns + torch.where(relabel, gain, torch.zeros_like(gain))[:, None].to(batch.returns.dtype)
+    # the execution part of r(T(m)): the cost beyond a PASSIVE market order's (0 for every branch without a split)
+    executions = w_cost * (t["cost"][PASSIVE] - cost)[:, None] * (targets - p0[:, None]).abs() / scale
+    execution_gain = t["split"] * (executions.gather(1, best[:, None])[:, 0]
+                                   - executions.gather(1, magnitude[:, None])[:, 0])
+    position_gain = gain - execution_gain
+    mine = position_gain[:, None] + (execution_gain + (1.0 - t["split"]) * position_gain
+                                     - position_gain)[:, None] * t["execution_columns"][None, :]
+    returns = batch.returns + torch.where(relabel[:, None], mine, torch.zeros_like(mine)).to(batch.returns.dtype)
     return dataclasses.replace(batch, actions=new_actions, returns=returns)
 
 

@@ -96,10 +96,13 @@ def test_market_order_costs_by_hand() -> None:
     assert s[PS.CASH] == pytest.approx(100_000 - 4 * 101 * 50)
     assert s[PS.EQUITY] == pytest.approx(100_000 + 4 * (102 - 101) * 50 - 58)
     assert reward[0] == pytest.approx((200 - 58) / 1000.0)  # reward scale: 1 % of the initial cash
+    # A PASSIVE market order would have paid (0.125 + 0.0625) * 50 + 2 = 11.375 a contract: NORMAL lost 12.5.
+    assert s[PS.STEP_EXECUTION] == pytest.approx(-(58 - 4 * 11.375) / 1000.0)
     env.step(action(Direction.FLAT, urgency=Urgency.AGGRESSIVE))
     # Sold 4 at the open 102, slippage doubled: (0.125 + 0.25) * 50 + 2 = 20.75 per contract.
     s = env.state[0]
     assert s[PS.POSITION] == 0 and s[PS.STEP_COST] == pytest.approx(83.0)
+    assert s[PS.STEP_EXECUTION] == pytest.approx(-(83 - 4 * 11.375) / 1000.0)
     assert s[PS.COSTS_PAID] == pytest.approx(58.0 + 83.0)
     assert s[PS.EQUITY] == pytest.approx(100_000 + 200 - 58 - 83)
     # The round trip: effective entry 101 + 14.5/50, effective exit 102 - 20.75/50.
@@ -131,10 +134,15 @@ def test_unfilled_limit_order_costs_nothing() -> None:
     assert env.state[0, PS.POSITION] == -4
     env.step(action(Direction.FLAT, order=OrderType.LIMIT, urgency=Urgency.PASSIVE))
     # Buy limit 102 - 0.5 = 101.5; bar 2's low is 100.5 < 101.5: fills. Now an order that cannot fill:
+    cap = env.state[0, PS.CAP].item()
+    assert cap == 3  # the round trip lost: the maturity-blended Kelly share shrinks the cap
     env.step(action(Direction.SHORT, order=OrderType.LIMIT, urgency=Urgency.PASSIVE))
     # Sell limit 103 + 0.5 = 103.5 on bar 3 (high 103.5): touching is not trading through.
     s = env.state[0]
     assert s[PS.POSITION] == 0 and s[PS.FILL_QTY] == 0 and s[PS.STEP_COST] == 0
+    # A PASSIVE market order would have sold the 3 at bar 3's open 103 and been marked at its close 102.5:
+    # 3 * 0.5 * 50 = 75 made for 3 * 11.375 = 34.125 paid. The unfilled limit made nothing: the execution lost that.
+    assert s[PS.STEP_EXECUTION] == pytest.approx(-(75 - 34.125) / 1000.0)
 
 
 def test_hold_keeps_and_flat_closes() -> None:
@@ -192,3 +200,31 @@ def test_kelly_and_margin_caps_are_never_exceeded(seed: int, health: float) -> N
         assert bool((env.state[moved, PS.POSITION].abs() <= cap_before[moved]).all())
         # The health-coupled safety multiplier bounds every cap: max * (0.5 + 0.5 * health), floored.
         assert bool((env.state[:, PS.CAP] <= math.floor(config.max_contracts * (0.5 + 0.5 * health))).all())
+
+
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**31 - 1), steps=st.integers(0, 30))
+def test_the_position_part_of_a_reward_is_what_a_passive_market_order_would_have_earned(seed: int, steps: int) -> None:
+    # Two environments walked through the same actions are in the same state; then one places the drawn order
+    # and the other the same target as a PASSIVE market order. Without the penalties that depend on the fill
+    # (churn, holding, drawdown), the second's reward is the first's minus its execution part, and its own
+    # execution part is zero.
+    prices, features = synthetic_market(seed, bars=90)
+    config = EnvConfig(n_envs=6, episode_bars=25)
+    drawn, passive = (VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=seed, dtype=torch.float64)
+                      for _ in range(2))
+    drawn.reset()
+    passive.reset()
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        history = torch.from_numpy(random_actions(rng, config.n_envs))
+        drawn.step(history)
+        passive.step(history)
+    actions = torch.from_numpy(random_actions(rng, config.n_envs))
+    reference = actions.clone()
+    reference[:, Branch.ORDER_TYPE] = OrderType.MARKET
+    reference[:, Branch.URGENCY] = Urgency.PASSIVE
+    _, reward, _ = drawn.step(actions)
+    _, passive_reward, _ = passive.step(reference)
+    torch.testing.assert_close(passive_reward, reward - drawn.state[:, PS.STEP_EXECUTION], rtol=1e-9, atol=1e-12)
+    assert torch.all(passive.state[:, PS.STEP_EXECUTION].abs() < 1e-12)

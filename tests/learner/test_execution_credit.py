@@ -1,5 +1,6 @@
 """Execution credit (foxhunt/learner/execution_credit.py): the direction's return gets back a non-greedy execution's
-regret, and the execution branches learn only from the orders they shaped. Checked against float64 loops."""
+regret, the execution branches learn only from the orders they shaped, and the reward split gives each branch its
+part of the reward. Checked against float64 loops and through `foxhunt train`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import pytest
 import torch
 
 from foxhunt.actions import Branch, Direction, branch_sizes
-from foxhunt.learner.execution_credit import SHAPING, execution_regret, shaping_table, shaping_weights
+from foxhunt.learner.execution_credit import (
+    EXECUTION_BRANCHES,
+    SHAPING,
+    branch_rewards,
+    execution_columns,
+    execution_regret,
+    shaping_table,
+    shaping_weights,
+)
 from foxhunt.learner.network import make_action_mask
 
 SIZES = branch_sizes()
@@ -169,3 +178,26 @@ def test_a_learner_with_both_switches_updates_and_stays_finite(make_learner) -> 
     after = list(learner.network.parameters())
     assert all(torch.isfinite(p).all() for p in after)
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_branch_rewards_against_a_float64_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rewards, executions = rng.normal(size=17), rng.normal(size=17)
+    got = branch_rewards(torch.tensor(rewards), torch.tensor(executions), execution_columns(dtype=torch.float64))
+    expected = np.empty((17, len(Branch)))
+    for i in range(17):
+        for branch in Branch:
+            expected[i, branch] = executions[i] if branch in EXECUTION_BRANCHES else rewards[i] - executions[i]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-12)
+    # the position's part and the execution's part add up to the reward
+    np.testing.assert_allclose((got[:, Branch.DIRECTION] + got[:, Branch.ORDER_TYPE]).numpy(), rewards, atol=1e-12)
+
+
+def test_the_split_and_the_regret_cannot_both_price_the_direction() -> None:
+    from foxhunt.learner.config import LearnerConfig
+
+    with pytest.raises(ValueError, match="learner.execution_regret=false"):
+        LearnerConfig(reward_split=True, execution_regret=True)
+    assert LearnerConfig().reward_split is False
+    assert LearnerConfig(reward_split=True, shaping_only=True).reward_split

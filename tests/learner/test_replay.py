@@ -177,3 +177,46 @@ def test_n_step_returns_match_brute_force(n_step: int) -> None:
 def test_capacity_too_small_for_n_step_is_rejected() -> None:
     with pytest.raises(ValueError, match="n_step"):
         make_replay(6, 3, n_step=3)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_split_rewards_give_each_branch_its_part_of_the_n_step_return(n_step: int) -> None:
+    # [learner] reward_split: order type and urgency sum the rewards' execution parts, direction and magnitude
+    # the rest, each with its own discount; without the split every branch sums the whole reward.
+    n_envs, capacity, steps = 2, 2 * 9, 13
+    replay = Replay(ReplayConfig(capacity=capacity, prioritized=False), obs_dim=2, n_envs=n_envs, n_step=n_step,
+                    device="cpu", generator=torch.Generator().manual_seed(3), reward_split=True)
+    g = torch.Generator().manual_seed(4)
+    rewards, executions, dones = [], [], []
+    for t in range(steps):
+        obs = torch.full((n_envs, 2), float(t))
+        rewards.append(torch.randn(n_envs, generator=g))
+        executions.append(torch.randn(n_envs, generator=g))
+        dones.append((torch.rand(n_envs, generator=g) < 0.2).float())
+        replay.add(obs, torch.zeros(n_envs, len(Branch), dtype=torch.long), rewards[-1], obs, dones[-1],
+                   executions=executions[-1])
+    gamma = torch.tensor([0.5, 0.9, 0.8, 0.97], dtype=torch.float64)
+    batch = replay.sample(128, gamma.float())
+    first = steps - replay.rows
+    for k in range(128):
+        row, env = divmod(int(batch.indices[k]), n_envs)
+        step = next(s for s in range(first, steps) if s % replay.rows == row)
+        expected = np.zeros(len(Branch))
+        for j in range(n_step):
+            if step + j >= steps:
+                break
+            reward, execution = float(rewards[step + j][env]), float(executions[step + j][env])
+            for branch in Branch:
+                part = execution if branch in (Branch.ORDER_TYPE, Branch.URGENCY) else reward - execution
+                expected[branch] += float(gamma[branch]) ** j * part
+            if dones[step + j][env]:
+                break
+        np.testing.assert_allclose(batch.returns[k].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_split_replay_refuses_a_step_without_its_execution_parts() -> None:
+    replay = Replay(ReplayConfig(capacity=8), obs_dim=2, n_envs=2, n_step=1, device="cpu",
+                    generator=torch.Generator().manual_seed(0), reward_split=True)
+    with pytest.raises(ValueError, match="execution part"):
+        replay.add(torch.zeros(2, 2), torch.zeros(2, len(Branch), dtype=torch.long), torch.zeros(2), torch.zeros(2, 2),
+                   torch.zeros(2))

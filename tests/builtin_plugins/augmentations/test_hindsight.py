@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -59,14 +60,15 @@ def transition(rng: np.random.Generator, config: EnvConfig, instrument: Instrume
     if rng.random() < 0.7:  # mostly the transitions the relabelling is about
         action[Branch.DIRECTION] = int(rng.choice([Direction.SHORT, Direction.LONG]))
         action[Branch.ORDER_TYPE] = OrderType.MARKET
-    rewards = []
+    rewards, executions = [], []
     for magnitude in Magnitude:
         trial = copy.deepcopy(env)
         changed = list(action)
         changed[Branch.MAGNITUDE] = magnitude
         rewards.append(trial.step(changed)[1])
+        executions.append(trial.portfolio.step_execution)
     taken_target = copy.deepcopy(env)._target(action[Branch.DIRECTION], action[Branch.MAGNITUDE])
-    return obs, action, np.array(rewards), taken_target
+    return obs, action, np.array(rewards), taken_target, np.array(executions)
 
 
 def reference_batch(seed: int, size: int = 24):
@@ -80,7 +82,8 @@ def reference_batch(seed: int, size: int = 24):
     targets = np.array([row[3] for row in rows])
     returns = taken[:, None] + rng.normal(size=(size, len(Branch)))  # later terms of an n-step return
     fold = AugmentationFold(("a",) * N_FEATURES, None, physics_params(config, instrument, (0, 3)))
-    return obs, actions, by_magnitude, taken, targets, returns, fold
+    executions = np.stack([row[4] for row in rows])  # [B, Magnitude] the reference's execution parts
+    return obs, actions, by_magnitude, taken, targets, returns, fold, executions
 
 
 def relabelled(obs, actions, rewards, returns, fold, dtype, selected=None):
@@ -98,7 +101,7 @@ def relabelled(obs, actions, rewards, returns, fold, dtype, selected=None):
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-9), (torch.float32, 2e-4)])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_the_relabelled_magnitude_is_the_reference_envs_best(dtype: torch.dtype, tolerance: float, seed: int) -> None:
-    obs, actions, by_magnitude, taken, targets, returns, fold = reference_batch(seed)
+    obs, actions, by_magnitude, taken, targets, returns, fold, _ = reference_batch(seed)
     _, out = relabelled(obs, actions, taken, returns, fold, dtype)
     eligible = (np.isin(actions[:, Branch.DIRECTION], [Direction.SHORT, Direction.LONG])
                 & (actions[:, Branch.ORDER_TYPE] == OrderType.MARKET) & (targets != 0))
@@ -121,8 +124,32 @@ def test_the_relabelled_magnitude_is_the_reference_envs_best(dtype: torch.dtype,
     assert np.all(chosen >= taken - tolerance * scale)
 
 
+@given(seed=st.integers(0, 2**32 - 1))
+def test_with_the_reward_split_each_branch_gains_its_own_part(seed: int) -> None:
+    # [learner] reward_split: order type and urgency learn from the reward's execution part, direction and
+    # magnitude from the rest, so a relabelled return moves by each part's change in the reference env.
+    obs, actions, by_magnitude, taken, targets, returns, fold, executions = reference_batch(seed)
+    fold = attrs.evolve(fold, execution_branches=(Branch.ORDER_TYPE, Branch.URGENCY))
+    _, out = relabelled(obs, actions, taken, returns, fold, torch.float64)
+    got = out.actions.numpy()[:, Branch.MAGNITUDE]
+    rows = np.arange(len(actions))
+    relabelled_rows = got != actions[:, Branch.MAGNITUDE]
+    execution_gain = executions[rows, got] - executions[rows, actions[:, Branch.MAGNITUDE]]
+    position_gain = by_magnitude[rows, got] - taken - execution_gain
+    expected = returns.copy()
+    for branch in Branch:
+        part = execution_gain if branch in (Branch.ORDER_TYPE, Branch.URGENCY) else position_gain
+        expected[:, branch] += np.where(relabelled_rows, part, 0.0)
+    scale = np.abs(by_magnitude).max() + 1.0
+    np.testing.assert_allclose(out.returns.numpy(), expected, atol=1e-9 * scale, rtol=0)
+    # one position branch and one execution branch together gain what the whole reward gained
+    moved = out.returns.numpy() - returns
+    np.testing.assert_allclose(moved[:, Branch.DIRECTION] + moved[:, Branch.URGENCY],
+                               np.where(relabelled_rows, by_magnitude[rows, got] - taken, 0.0), atol=1e-9 * scale, rtol=0)
+
+
 def test_only_the_selected_positions_change() -> None:
-    obs, actions, _, taken, _, returns, fold = reference_batch(7, size=16)
+    obs, actions, _, taken, _, returns, fold, _ = reference_batch(7, size=16)
     selected = (torch.arange(16) % 4 == 3)[:, None]
     batch, out = relabelled(obs, actions, taken, returns, fold, torch.float64, selected)
     _, every = relabelled(obs, actions, taken, returns, fold, torch.float64)
@@ -138,7 +165,7 @@ def test_only_the_selected_positions_change() -> None:
 def test_a_windowed_observation_is_relabelled_as_its_one_bar_observation(window: int) -> None:
     """With an encoder window the replay's observation is ``[W × F + P]``: the earlier bars' features come first
     and the portfolio columns still close it, so the relabelling reads the same position and cap."""
-    obs, actions, _, taken, _, returns, fold = reference_batch(5, size=16)
+    obs, actions, _, taken, _, returns, fold, _ = reference_batch(5, size=16)
     earlier = np.random.default_rng(window).normal(size=(16, (window - 1) * N_FEATURES)) * 5.0
     _, one_bar = relabelled(obs, actions, taken, returns, fold, torch.float64)
     windowed_fold = AugmentationFold(fold.feature_names, None, fold.env_params, window=window)
@@ -149,7 +176,7 @@ def test_a_windowed_observation_is_relabelled_as_its_one_bar_observation(window:
 
 def test_it_commutes_with_the_mirror() -> None:
     """The mirrored market's best size is the same: P&L and costs of a trade and of its mirror are equal."""
-    obs, actions, _, taken, _, returns, fold = reference_batch(11, size=16)
+    obs, actions, _, taken, _, returns, fold, _ = reference_batch(11, size=16)
     n = len(PortfolioObs)
     width = obs.shape[1]
     constants = {"scale": np.ones(width), "shift": np.zeros(width), "low": np.full(width, -np.inf),
@@ -184,7 +211,7 @@ def test_off_by_default_and_on_when_switched() -> None:
 
 
 def test_relabelling_traces_as_one_graph() -> None:
-    obs, actions, _, taken, _, returns, fold = reference_batch(3, size=8)
+    obs, actions, _, taken, _, returns, fold, _ = reference_batch(3, size=8)
     batch, eager = relabelled(obs, actions, taken, returns, fold, torch.float32)
     tensors = {k: torch.as_tensor(np.asarray(v)).to(torch.float32) for k, v in hindsight.hindsight_constants(fold).items()}
     inputs = AugmentationInputs(batch, torch.ones(8, 1, dtype=torch.bool), torch.as_tensor(taken).float(), tensors)
