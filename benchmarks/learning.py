@@ -9,7 +9,7 @@
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
     python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
     python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
-    python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping
+    python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping, split
     python benchmarks/learning.py --ablation heads         # quantile heads and horizon values, each and both
     python benchmarks/learning.py --ablation atoms         # even atoms against atoms placed by the targets' quantiles
 
@@ -121,6 +121,8 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "joint (off)": _CREDIT_OFF,
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],
         "regret+shaping (CPU profile)": _CREDIT_ON,
+        # docs/learner.md, "Reward split": the direction priced at a PASSIVE market order instead of the greedy execution
+        "split+shaping": ["learner.reward_split=true", "learner.execution_regret=false", "learner.shaping_only=true"],
     },
     "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes, each
         # named in every variant, so the labels hold under any profile (the GPU profile has neither)
