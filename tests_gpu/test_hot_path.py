@@ -52,6 +52,8 @@ VARIANTS = {
     "vsn": ['learner.encoder="vsn"'],
     "quantile-atoms": ['learner.atom_spacing="quantile"'],
     "heads": ["plugins.quantiles.enabled=true", "plugins.horizon_values.enabled=true", "learner.budgets.c51=0.3"],
+    # the replay reads each step's execution part from the env's state inside the captured collect
+    "reward-split": ["learner.reward_split=true", "learner.execution_regret=false"],
 }
 
 
