@@ -63,7 +63,7 @@ class Batch:
 
     ``obs``/``next_obs`` ``[B, D]`` (``next_obs`` is the bootstrap observation m
     steps later); ``actions`` ``[B, Branch]`` int64; ``returns`` ``[B, Branch]``
-    discounted m-step rewards; ``discounts`` ``[B, Branch]`` = γ_b^m, zero when the
+    discounted m-step rewards (with ``reward_split``, each branch's part of them); ``discounts`` ``[B, Branch]`` = γ_b^m, zero when the
     episode ended inside the window; ``weights`` ``[B]`` importance weights
     (max 1); ``indices`` ``[B]`` flat slot indices for priority updates; ``future_returns``/``future_valid``
     ``[B, H]`` the market's standardised log-returns over the H bars after ``obs``'s bar and their mask (1 where
