@@ -54,7 +54,8 @@ def test_a_tiny_run_applies_the_mirror_and_hindsight_with_each_folds_constants(
     held = augmentations.tensors["mirror"]
     for key in ("scale", "shift", "low", "high"):
         torch.testing.assert_close(held[key], torch.from_numpy(getattr(expected, key)).to(held[key].dtype))
-    costs = hindsight.hindsight_constants(type("Fold", (), {"env_params": trainer.env.params.double().numpy()}))
+    costs = hindsight.hindsight_constants(type("Fold", (), {"env_params": trainer.env.params.double().numpy(),
+                                                            "execution_branches": ()}))
     np.testing.assert_allclose(augmentations.tensors["hindsight"]["cost"].double().numpy(), costs["cost"], rtol=1e-6)
 
 
