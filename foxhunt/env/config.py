@@ -80,6 +80,7 @@ def physics_params(
     *,
     random_start: bool = True,
     auto_reset: bool = True,
+    execution_part: bool = False,
 ) -> np.ndarray:
     """The kernel's parameter vector ``[EP]`` (float64; the caller casts it to the state dtype)."""
     start, end = window
@@ -120,6 +121,7 @@ def physics_params(
     params[EP.WINDOW_END] = end
     params[EP.RANDOM_START] = 1.0 if random_start else 0.0
     params[EP.AUTO_RESET] = 1.0 if auto_reset else 0.0
+    params[EP.EXECUTION_PART] = 1.0 if execution_part else 0.0
     if not all(math.isfinite(v) for v in params):
         raise ValueError("environment parameters must be finite")
     return params

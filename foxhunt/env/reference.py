@@ -76,6 +76,7 @@ class ReferenceEnv:
         health: float = 1.0,
         random_start: bool = True,
         auto_reset: bool = True,
+        execution_part: bool = False,
     ) -> None:
         self.prices = np.asarray(prices, dtype=np.float64)
         self.features = np.asarray(features, dtype=np.float32)
@@ -87,6 +88,7 @@ class ReferenceEnv:
         self.health = health
         self.random_start = random_start
         self.auto_reset = auto_reset
+        self.execution_part = execution_part  # write step_execution, as the kernel does with EP.EXECUTION_PART
         self.commission = instrument.commission if config.commission is None else config.commission
         self.reward_scale = config.resolved_reward_scale
         self.portfolio = Portfolio()
@@ -248,6 +250,8 @@ class ReferenceEnv:
         reference_gross = (p.position - qty) * (close1 - close0) * multiplier \
             + delta * (close1 - self._price(bar + 1, OHLCV.OPEN)) * multiplier
         execution = (c.w_pnl * (gross - reference_gross) - c.w_cost * (cost - reference_cost)) / self.reward_scale
+        if not self.execution_part:
+            execution = p.step_execution  # unwritten: what the last reset (or explicit step) left, 0
         p.step_execution = execution
         done = p.bar - p.start_bar >= c.episode_bars or bar + 2 >= self.window[1] or equity <= 0
         p.cap = self.cap()

@@ -89,6 +89,7 @@ class EP(DimTable):
     WINDOW_END = auto()  # one past the last bar an episode may use
     RANDOM_START = auto()  # 1: start at a random bar of the window; 0: at WINDOW_START
     AUTO_RESET = auto()  # 1: a finished episode restarts in the same step; 0: it stays finished
+    EXECUTION_PART = auto()  # 1: the step writes PS.STEP_EXECUTION (a run that splits rewards); 0: it stays 0
 
 
 class RNG(DimTable):

@@ -92,6 +92,7 @@ class VectorEnv:
         health: torch.Tensor | None = None,
         random_start: bool = True,
         auto_reset: bool = True,
+        execution_part: bool = False,
         step_kernel: Callable[[KernelContext], None] | None = None,
         reset_kernel: Callable[[KernelContext], None] | None = None,
     ) -> None:
@@ -115,7 +116,8 @@ class VectorEnv:
         self._check_window(window)
         self.window = window
         self.params = _as_tensor(
-            physics_params(config, instrument, window, random_start=random_start, auto_reset=auto_reset),
+            physics_params(config, instrument, window, random_start=random_start, auto_reset=auto_reset,
+                           execution_part=execution_part),
             dtype,
             self.device,
         )

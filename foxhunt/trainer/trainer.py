@@ -190,7 +190,7 @@ class Trainer:
         self.env = VectorEnv(
             market.ohlcv, np.zeros(features.values.shape, dtype=np.float32), market.instrument, config.env,
             window=(first.train.start, first.train.stop), seed=seed, device=self.device, health=health,
-            step_kernel=self.env_kernel.run,
+            step_kernel=self.env_kernel.run, execution_part=config.learner.reward_split,
         )
         self._attach_env_state(self.env_kernel.name)
         # validation and test backtests step through the kernel the run trains with (a plugin's physics too)

@@ -47,7 +47,8 @@ def hand_env(**overrides) -> VectorEnv:
     settings_.update(overrides)
     prices, features = hand_market()
     env = VectorEnv(
-        prices, features, TEST_INSTRUMENT, EnvConfig(**settings_), dtype=torch.float64, random_start=False, auto_reset=False
+        prices, features, TEST_INSTRUMENT, EnvConfig(**settings_), dtype=torch.float64, random_start=False, auto_reset=False,
+        execution_part=True,
     )
     env.reset()
     return env
@@ -211,8 +212,8 @@ def test_the_position_part_of_a_reward_is_what_a_passive_market_order_would_have
     # execution part is zero.
     prices, features = synthetic_market(seed, bars=90)
     config = EnvConfig(n_envs=6, episode_bars=25)
-    drawn, passive = (VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=seed, dtype=torch.float64)
-                      for _ in range(2))
+    drawn, passive = (VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=seed, dtype=torch.float64,
+                                execution_part=True) for _ in range(2))
     drawn.reset()
     passive.reset()
     rng = np.random.default_rng(seed)
@@ -228,3 +229,26 @@ def test_the_position_part_of_a_reward_is_what_a_passive_market_order_would_have
     _, passive_reward, _ = passive.step(reference)
     torch.testing.assert_close(passive_reward, reward - drawn.state[:, PS.STEP_EXECUTION], rtol=1e-9, atol=1e-12)
     assert torch.all(passive.state[:, PS.STEP_EXECUTION].abs() < 1e-12)
+
+
+def test_an_environment_built_without_the_execution_part_leaves_it_zero_and_steps_the_same() -> None:
+    # PS.STEP_EXECUTION is written only for a run that splits rewards ([learner] reward_split); every other
+    # field, reward and observation is the same either way.
+    prices, features = synthetic_market(4, bars=90)
+    config = EnvConfig(n_envs=6, episode_bars=25)
+    plain, split = (VectorEnv(prices, features, TEST_INSTRUMENT, config, seed=4, dtype=torch.float64,
+                              execution_part=on) for on in (False, True))
+    plain.reset()
+    split.reset()
+    rng = np.random.default_rng(4)
+    others = [field for field in PS if field != PS.STEP_EXECUTION]
+    written = torch.zeros(config.n_envs, dtype=torch.bool)
+    for _ in range(40):
+        actions = torch.from_numpy(random_actions(rng, config.n_envs))
+        plain_out, split_out = plain.step(actions), split.step(actions)
+        for a, b in zip(plain_out, split_out):
+            assert torch.equal(a, b)
+        assert torch.equal(plain.state[:, others], split.state[:, others])
+        assert torch.all(plain.state[:, PS.STEP_EXECUTION] == 0)
+        written |= split.state[:, PS.STEP_EXECUTION] != 0
+    assert bool(written.any())  # the split run did write it

@@ -17,15 +17,17 @@ CONFIG = EnvConfig(
 )
 
 
-def run_both(seed: int, steps: int, config: EnvConfig, backend: str | None, device: str = "cpu", health: float = 1.0):
+def run_both(seed: int, steps: int, config: EnvConfig, backend: str | None, device: str = "cpu", health: float = 1.0,
+             execution_part: bool = False):
     prices, features = synthetic_market(seed, bars=120)
     window = (5, 110)
     env = VectorEnv(
         prices, features, TEST_INSTRUMENT, config, window=window, seed=seed, dtype=torch.float64,
-        device=device, backend=backend, health=torch.full((1,), health, device=device),
+        device=device, backend=backend, health=torch.full((1,), health, device=device), execution_part=execution_part,
     )
     references = [
-        ReferenceEnv(prices, features, TEST_INSTRUMENT, config, window=window, key=int(k), health=health)
+        ReferenceEnv(prices, features, TEST_INSTRUMENT, config, window=window, key=int(k), health=health,
+                     execution_part=execution_part)
         for k in env_keys(seed, config.n_envs)
     ]
     rng = np.random.default_rng(seed + 1)
@@ -46,9 +48,9 @@ def run_both(seed: int, steps: int, config: EnvConfig, backend: str | None, devi
 
 
 @settings(max_examples=6)
-@given(seed=st.integers(0, 2**31 - 1), health=st.sampled_from([0.0, 0.5, 1.0]))
-def test_cpu_kernel_matches_reference(seed: int, health: float) -> None:
-    run_both(seed, steps=60, config=CONFIG, backend="cpu", health=health)
+@given(seed=st.integers(0, 2**31 - 1), health=st.sampled_from([0.0, 0.5, 1.0]), execution_part=st.booleans())
+def test_cpu_kernel_matches_reference(seed: int, health: float, execution_part: bool) -> None:
+    run_both(seed, steps=60, config=CONFIG, backend="cpu", health=health, execution_part=execution_part)
 
 
 def test_cpu_kernel_matches_reference_without_margin_or_costs() -> None:
@@ -59,10 +61,11 @@ def test_cpu_kernel_matches_reference_without_margin_or_costs() -> None:
 def test_cuda_kernel_matches_reference() -> None:
     # On a GPU machine this is the real CUDA kernel; elsewhere the numba simulator (tiny sizes).
     if torch.cuda.is_available():
-        run_both(11, steps=60, config=CONFIG, backend="cuda", device="cuda")
+        for execution_part in (False, True):
+            run_both(11, steps=60, config=CONFIG, backend="cuda", device="cuda", execution_part=execution_part)
     else:
         small = EnvConfig(n_envs=3, episode_bars=6, w_churn=20.0, kelly_warmup_trades=2, max_contracts=4)
-        run_both(11, steps=14, config=small, backend="cudasim")
+        run_both(11, steps=14, config=small, backend="cudasim", execution_part=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32])

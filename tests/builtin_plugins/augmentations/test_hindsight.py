@@ -52,7 +52,7 @@ def transition(rng: np.random.Generator, config: EnvConfig, instrument: Instrume
     prices = np.array([[close0] * 4, [open1, max(open1, close1) + 1, min(open1, close1) - 1, close1], [close1] * 4])
     prices = np.concatenate([prices, np.ones((3, 1))], axis=1)[:, : OHLCV.CLOSE + 2]
     env = ReferenceEnv(prices, rng.normal(size=(3, N_FEATURES)), instrument, config, window=(0, 3), random_start=False,
-                       auto_reset=False)
+                       auto_reset=False, execution_part=True)
     env.portfolio = Portfolio(position=position, cash=CASH, equity=CASH, entry_price=close0, peak_equity=CASH,
                               bar=0, start_bar=0, opened_bar=0, last_fill_bar=0, cap=cap, kelly_fraction=1.0)
     obs = env.observation()
