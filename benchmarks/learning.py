@@ -12,6 +12,7 @@
     python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping, split
     python benchmarks/learning.py --ablation heads         # quantile heads and horizon values, each and both
     python benchmarks/learning.py --ablation atoms         # even atoms against atoms placed by the targets' quantiles
+    python benchmarks/learning.py --ablation horizons      # 3-step returns, 16-step, and 16 mixed with 3 (n_step_mix)
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
 run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
@@ -123,6 +124,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "regret+shaping (CPU profile)": _CREDIT_ON,
         # docs/learner.md, "Reward split": the direction priced at a PASSIVE market order instead of the greedy execution
         "split+shaping": ["learner.reward_split=true", "learner.execution_regret=false", "learner.shaping_only=true"],
+    },
+    "horizons": {  # docs/learner.md, "Mixed return horizons": n_step_mix off by default
+        "n_step 3 (default)": [],
+        "n_step 16": ["learner.n_step=16"],
+        "n_step 16 mixed with 3": ["learner.n_step=16", "learner.n_step_mix=3"],
     },
     "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes, each
         # named in every variant, so the labels hold under any profile (the GPU profile has neither)

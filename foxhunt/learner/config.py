@@ -106,6 +106,9 @@ class LearnerConfig:
     # losses
     gamma: float = attrs.field(default=0.99, validator=_unit)  # fallback of gamma.branch
     n_step: int = attrs.field(default=3, validator=_positive)
+    # a second, shorter horizon: each sampled transition's return runs over n_step_mix steps or over n_step, drawn
+    # at random with equal odds; 0 (the default) is off (docs/learner.md, "Mixed return horizons")
+    n_step_mix: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     # Each loss component's own hyperparameters are its plugin's settings ([plugins.<name>], docs/learner.md).
     # What stays here spans the components: their gradient budgets, and which one's per-sample TD error
     # drives the replay priorities (a choice among the enabled components, made by the learner).
@@ -167,6 +170,11 @@ class LearnerConfig:
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)
 
     def __attrs_post_init__(self) -> None:
+        if self.n_step_mix and self.n_step_mix >= self.n_step:
+            raise ValueError(
+                f"learner.n_step_mix = {self.n_step_mix} must be shorter than learner.n_step = {self.n_step}: it is "
+                f"the second, shorter return horizon (e.g. --set learner.n_step=16 --set learner.n_step_mix=3)"
+            )
         if self.reward_split and self.execution_regret:
             raise ValueError(
                 "learner.reward_split and learner.execution_regret both say what the direction branch's return is "

@@ -177,7 +177,7 @@ class Learner:
                                 c.popart_sigma_min, c.popart, self.device, dtype)
         self.replay = Replay(c.replay, obs_dim, n_envs, c.n_step, self.device, self.generator, dtype, augmentations,
                              window=self.window, n_features=n_features, horizon=self.auxiliary.horizon,
-                             reward_split=c.reward_split)
+                             reward_split=c.reward_split, n_step_mix=c.n_step_mix)
         self.schedule = LRSchedule(c, self.device)
         # The combiner's learned values (uncertainty weighting's log-variances) start at zero and are stepped by
         # the same optimiser as the network; a combiner without any adds no parameter, so the default run's

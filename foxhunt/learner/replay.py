@@ -91,7 +91,7 @@ class Replay(nn.Module):
     def __init__(self, config: ReplayConfig, obs_dim: int, n_envs: int, n_step: int,
                  device: torch.device | str, generator: torch.Generator, dtype: torch.dtype = torch.float32,
                  augmentations: Sequence[ReplayAugmentation] = (), *, window: int = 1, n_features: int = 0,
-                 horizon: int = 0, reward_split: bool = False) -> None:
+                 horizon: int = 0, reward_split: bool = False, n_step_mix: int = 0) -> None:
         super().__init__()
         rows = config.capacity // n_envs
         if rows < n_step + 1:
@@ -101,6 +101,9 @@ class Replay(nn.Module):
             )
         self.config = config
         self.rows, self.n_envs, self.n_step, self.obs_dim = rows, n_envs, n_step, obs_dim
+        if not 0 <= n_step_mix < n_step:
+            raise ValueError(f"n_step_mix = {n_step_mix} must be 0 (off) or shorter than n_step = {n_step}")
+        self.n_step_mix = n_step_mix  # [learner] n_step_mix: half the sampled returns stop after this many steps
         self.slots = rows * n_envs
         self.generator = generator
         kw = {"device": device}
@@ -300,6 +303,19 @@ class Replay(nn.Module):
         weights = (weights / weights.max()).to(self.rewards.dtype)
         return indices, weights
 
+    def horizons(self, uniforms: torch.Tensor) -> torch.Tensor:
+        """Each draw's return horizon ``[B]`` int64: ``n_step``, or with ``n_step_mix`` that or ``n_step_mix`` at even odds.
+
+        The choice reads the draw's bits below its first twenty: the stratified draw places a sample by its leading
+        bits (:meth:`indices_at`), so the low ones are independent of where it landed, and sampling keeps one random
+        stream (what lets :meth:`sample_at` be compiled and replayed from a graph).
+        """
+        full = torch.full_like(uniforms, self.n_step, dtype=torch.int64)
+        if not self.n_step_mix:  # fixed for the run
+            return full
+        short = torch.frac(uniforms * float(1 << 20)) < 0.5
+        return torch.where(short, torch.full_like(full, self.n_step_mix), full)
+
     @torch.no_grad()
     def sample(self, batch_size: int, gamma: torch.Tensor) -> Batch:
         """Draw ``batch_size`` transitions with n-step returns under the per-branch discount ``gamma [Branch]``."""
@@ -318,9 +334,10 @@ class Replay(nn.Module):
         returns = torch.zeros(batch_size, len(Branch), device=row.device, dtype=self.rewards.dtype)
         alive = torch.ones(batch_size, device=row.device, dtype=self.rewards.dtype)
         length = torch.zeros(batch_size, device=row.device, dtype=torch.int64)
+        horizon = self.horizons(uniforms)
         for k in range(self.n_step):  # n_step is fixed for the run: a static unroll
             r_k = torch.remainder(row + k, self.rows)
-            included = alive * (ahead >= k).to(alive.dtype)
+            included = alive * ((ahead >= k) & (horizon > k)).to(alive.dtype)
             if self.reward_split:  # fixed for the run
                 step = branch_rewards(self.rewards[r_k, env] * included, self.executions[r_k, env] * included,
                                       self.execution_columns)

@@ -143,13 +143,17 @@ def test_alpha_and_beta_anneal_linearly_and_reset() -> None:
     assert float(replay.sampling_mass().sum()) == 0.0
 
 
-@pytest.mark.parametrize("n_step", [1, 3, 5])
-def test_n_step_returns_match_brute_force(n_step: int) -> None:
+@pytest.mark.parametrize(("n_step", "n_step_mix"), [(1, 0), (3, 0), (5, 0), (5, 2), (7, 1)])
+def test_n_step_returns_match_brute_force(n_step: int, n_step_mix: int) -> None:
     n_envs, capacity = 3, 3 * 11
-    replay = make_replay(capacity, n_envs, n_step=n_step, prioritized=False)
+    replay = Replay(ReplayConfig(capacity=capacity, prioritized=False), obs_dim=2, n_envs=n_envs, n_step=n_step,
+                    device="cpu", generator=torch.Generator().manual_seed(0), n_step_mix=n_step_mix)
     history = add_steps(replay, 17, done_rate=0.25)  # wraps the 11-row ring
     gamma = torch.tensor([0.5, 0.9, 1.0, 0.97], dtype=torch.float64)
-    batch = replay.sample(256, gamma.float())
+    uniforms = replay.uniforms(256)
+    batch = replay.sample_at(uniforms, gamma.float())
+    horizons = replay.horizons(uniforms)
+    assert set(horizons.tolist()) == ({n_step, n_step_mix} if n_step_mix else {n_step})
     rows = replay.rows
     first = 17 - rows  # oldest step still stored
     for k in range(256):
@@ -158,7 +162,7 @@ def test_n_step_returns_match_brute_force(n_step: int) -> None:
         step = next(s for s in range(first, 17) if s % rows == row)
         ret = torch.zeros(4, dtype=torch.float64)
         m, terminal = 0, 0.0
-        for j in range(n_step):
+        for j in range(int(horizons[k])):
             if step + j >= 17:
                 break
             _, rewards, next_obs, dones = history[step + j]
@@ -172,6 +176,27 @@ def test_n_step_returns_match_brute_force(n_step: int) -> None:
         np.testing.assert_allclose(batch.discounts[k].numpy(), (gamma**m * (1 - terminal)).numpy(), rtol=1e-5)
         torch.testing.assert_close(batch.next_obs[k], bootstrap)
         torch.testing.assert_close(batch.obs[k], history[step][0][env])
+
+
+def test_mixed_horizons_split_the_draws_evenly_wherever_they_land() -> None:
+    # [learner] n_step_mix: the short horizon is drawn with even odds, independently of the slot the draw picked
+    # (the stratified draw places a sample by its leading bits; the horizon reads the bits below them)
+    replay = Replay(ReplayConfig(capacity=128), obs_dim=2, n_envs=4, n_step=16, device="cpu",
+                    generator=torch.Generator().manual_seed(5), n_step_mix=3)
+    draws = 40_000
+    uniforms = replay.uniforms(draws)
+    short = (replay.horizons(uniforms) == 3).double()
+    bound = 4 * math.sqrt(0.25 / (draws / 4))  # four standard errors of a quarter's share
+    for quarter in torch.arange(draws).reshape(4, -1):  # low to high draws: every part of the buffer
+        low_to_high = short[torch.argsort(uniforms)][quarter]
+        assert abs(float(low_to_high.mean()) - 0.5) < bound
+    assert set(replay.horizons(uniforms).unique().tolist()) == {3, 16}
+
+
+def test_mixed_horizon_must_be_shorter_than_n_step() -> None:
+    with pytest.raises(ValueError, match="n_step_mix"):
+        Replay(ReplayConfig(capacity=64), obs_dim=2, n_envs=4, n_step=3, device="cpu",
+               generator=torch.Generator().manual_seed(0), n_step_mix=3)
 
 
 def test_capacity_too_small_for_n_step_is_rejected() -> None:
