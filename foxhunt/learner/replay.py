@@ -334,10 +334,11 @@ class Replay(nn.Module):
         returns = torch.zeros(batch_size, len(Branch), device=row.device, dtype=self.rewards.dtype)
         alive = torch.ones(batch_size, device=row.device, dtype=self.rewards.dtype)
         length = torch.zeros(batch_size, device=row.device, dtype=torch.int64)
-        horizon = self.horizons(uniforms)
+        horizon = self.horizons(uniforms) if self.n_step_mix else None  # fixed for the run: the default adds nothing
         for k in range(self.n_step):  # n_step is fixed for the run: a static unroll
             r_k = torch.remainder(row + k, self.rows)
-            included = alive * ((ahead >= k) & (horizon > k)).to(alive.dtype)
+            within = ahead >= k if horizon is None else (ahead >= k) & (horizon > k)
+            included = alive * within.to(alive.dtype)
             if self.reward_split:  # fixed for the run
                 step = branch_rewards(self.rewards[r_k, env] * included, self.executions[r_k, env] * included,
                                       self.execution_columns)
