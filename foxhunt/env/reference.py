@@ -242,17 +242,17 @@ class ReferenceEnv:
         p.bar = bar + 1
         penalty = c.w_holding * abs(p.position) + churn + c.w_drawdown * deepening
         reward = (c.w_pnl * gross - c.w_cost * cost - penalty) / self.reward_scale
-        # what the same contracts would have made as a PASSIVE market order; the difference is the execution's
-        spec = self.instrument
-        passive = (0.5 * spec.spread_ticks * spec.tick_size
-                   + c.slippage_ticks * spec.tick_size * c.slippage_by_urgency[Urgency.PASSIVE]) * multiplier
-        reference_cost = abs(delta) * (passive + self.commission)
-        reference_gross = (p.position - qty) * (close1 - close0) * multiplier \
-            + delta * (close1 - self._price(bar + 1, OHLCV.OPEN)) * multiplier
-        execution = (c.w_pnl * (gross - reference_gross) - c.w_cost * (cost - reference_cost)) / self.reward_scale
-        if not self.execution_part:
-            execution = p.step_execution  # unwritten: what the last reset (or explicit step) left, 0
-        p.step_execution = execution
+        if self.execution_part:  # as the kernel under EP.EXECUTION_PART; off, the field keeps its reset 0
+            # what the same contracts would have made as a PASSIVE market order; the difference is the execution's
+            spec = self.instrument
+            passive = (0.5 * spec.spread_ticks * spec.tick_size
+                       + c.slippage_ticks * spec.tick_size * c.slippage_by_urgency[Urgency.PASSIVE]) * multiplier
+            reference_cost = abs(delta) * (passive + self.commission)
+            reference_gross = (p.position - qty) * (close1 - close0) * multiplier \
+                + delta * (close1 - self._price(bar + 1, OHLCV.OPEN)) * multiplier
+            p.step_execution = (c.w_pnl * (gross - reference_gross)
+                                - c.w_cost * (cost - reference_cost)) / self.reward_scale
+        execution = p.step_execution
         done = p.bar - p.start_bar >= c.episode_bars or bar + 2 >= self.window[1] or equity <= 0
         p.cap = self.cap()
         self.finished = done
