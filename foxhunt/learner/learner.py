@@ -36,6 +36,7 @@ from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.errors import ConfigError, LayoutError
 from foxhunt.isv import ISV, IsvLayout
+from foxhunt.learner import fused_q
 from foxhunt.learner.auxiliary import auxiliary_layout, future_return_table
 from foxhunt.learner.budgets import GradientBudget, resolve_budgets
 from foxhunt.learner.combiners import BUDGETED_SUM, select_combiner
@@ -137,6 +138,8 @@ class Learner:
         c = self.config
         self.device = torch.device(device)
         self.dtype = dtype
+        if self.device.type == "cuda":
+            fused_q.load()  # acting's fused kernel, imported before torch.compile traces the acting path
         self.layout, self.isv = layout, isv
         self.components = list(components)
         # before anything is allocated: a wrong name is a config error, not a fallback

@@ -38,6 +38,7 @@ from torch.nn import functional as F
 
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.learner.config import LearnerConfig
+from foxhunt.learner import fused_q
 from foxhunt.learner.encoders import IdentityEncoder
 from foxhunt.learner.distributional import centred_support
 
@@ -269,9 +270,14 @@ class BranchingNetwork(nn.Module):
         return self.expected_q_of(self.features(obs), support)
 
     def expected_q_of(self, h: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-        """:meth:`expected_q` from the trunk's features ``h`` (acting that also reads the ensemble shares them)."""
-        probs = torch.softmax(self.acting_logits(h), dim=-1)
-        q = (probs * support[None, :, None, :]).sum(-1)
+        """:meth:`expected_q` from the trunk's features ``h`` (acting that also reads the ensemble shares them).
+
+        On CUDA one fused kernel computes it without writing the logits (:mod:`foxhunt.learner.fused_q`);
+        elsewhere the torch expression of :meth:`acting_logits`, the softmax over atoms and the sum."""
+        value, adv_h = self._streams(h)
+        weight, bias = self.centred_advantage_layer()
+        compute = fused_q.expected_q if fused_q.applies(h, support) else fused_q.torch_expected_q
+        q = compute(adv_h, weight, bias, value, support)
         return q.masked_fill(~self.action_mask, float("-inf"))
 
     def quantile_values(self, h: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
