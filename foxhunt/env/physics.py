@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from foxhunt import actions
 from foxhunt.data import market
 from foxhunt.env import tables
@@ -65,7 +67,16 @@ START_LANE = 0  # lane of the counter-based stream that draws episode start bars
 # Caps are whole contracts: a size that is an integer up to rounding (7.9999999
 # from 8 * 0.5 * 1.9999999) counts as that integer, so float32, float64 and
 # fused multiply-adds on the GPU agree on the cap.
-CONTRACT_EPSILON = 1e-6
+CONTRACT_EPSILON = np.float32(1e-6)
+# Every constant the step computes with is a float32 scalar, and bar arithmetic stays on the float state
+# fields: numba types a Python float (or an int mixed with a float) as float64, which promoted the whole
+# float32 step to float64 arithmetic. On CUDA that doubled the registers of every live value (82 per thread
+# against 56) and cost 13 % of env steps/s at a million environments (docs/kernels.md, "Float32 arithmetic");
+# tests/env/test_float32_arithmetic.py keeps it so. A float64 state still computes in float64.
+ZERO = np.float32(0.0)
+ONE = np.float32(1.0)
+HALF = np.float32(0.5)
+QUARTER = np.float32(0.25)
 
 
 @device_function
@@ -113,22 +124,22 @@ def kelly_fraction(state, i, params):
     prior_losses = params[EP.KELLY_PRIOR_LOSSES]
     # Prior trades are sized like the average observed trade (1 before any), so
     # the prior payoff ratio is 1 and the prior win rate is 1/2 with equal priors.
-    unit = 1.0
+    unit = ONE
     total = state[i, PS.WIN_SUM] + state[i, PS.LOSS_SUM]
     if wins + losses > 0.0 and total > 0.0:
         unit = total / (wins + losses)
     win_rate = (wins + prior_wins) / (wins + losses + prior_wins + prior_losses)
     average_win = (state[i, PS.WIN_SUM] + prior_wins * unit) / (wins + prior_wins)
     average_loss = (state[i, PS.LOSS_SUM] + prior_losses * unit) / (losses + prior_losses)
-    kelly = win_rate - (1.0 - win_rate) * average_loss / average_win
-    kelly = smaller(larger(kelly, 0.0), 1.0)
+    kelly = win_rate - (ONE - win_rate) * average_loss / average_win
+    kelly = smaller(larger(kelly, ZERO), ONE)
     # Maturity warm-up: with few trades the statistics mean little, so the cap
     # starts at the full size and moves to the Kelly fraction trade by trade.
-    maturity = 1.0
+    maturity = ONE
     warmup = params[EP.KELLY_WARMUP_TRADES]
     if warmup > 0.0:
-        maturity = smaller(state[i, PS.TRADES] / warmup, 1.0)
-    return maturity * kelly + (1.0 - maturity)
+        maturity = smaller(state[i, PS.TRADES] / warmup, ONE)
+    return maturity * kelly + (ONE - maturity)
 
 
 @device_function
@@ -138,12 +149,12 @@ def position_cap(state, i, params, health):
     cap = max_contracts
     margin = params[EP.INITIAL_MARGIN]
     if margin > 0.0:
-        equity = larger(state[i, PS.EQUITY], 0.0)
-        cap = smaller(cap, float(math.floor(equity * params[EP.MARGIN_FRACTION] / margin + CONTRACT_EPSILON)))
-    safety = 0.5 + 0.5 * smaller(larger(health[0], 0.0), 1.0)
+        equity = larger(state[i, PS.EQUITY], ZERO)
+        cap = smaller(cap, np.float32(math.floor(equity * params[EP.MARGIN_FRACTION] / margin + CONTRACT_EPSILON)))
+    safety = HALF + HALF * smaller(larger(health[0], ZERO), ONE)
     kelly_size = max_contracts * safety * state[i, PS.KELLY_FRACTION]
-    kelly_cap = larger(float(math.floor(kelly_size + CONTRACT_EPSILON)), params[EP.KELLY_MIN_CONTRACTS])
-    return larger(smaller(cap, kelly_cap), 0.0)
+    kelly_cap = larger(np.float32(math.floor(kelly_size + CONTRACT_EPSILON)), params[EP.KELLY_MIN_CONTRACTS])
+    return larger(smaller(cap, kelly_cap), ZERO)
 
 
 @device_function
@@ -155,15 +166,15 @@ def target_position(direction, magnitude, position, cap):
     """
     target = position
     if direction == Direction.FLAT:
-        target = 0.0
+        target = ZERO
     elif direction == Direction.LONG or direction == Direction.SHORT:
-        share = 1.0
+        share = ONE
         if magnitude == Magnitude.QUARTER:
-            share = 0.25
+            share = QUARTER
         elif magnitude == Magnitude.HALF:
-            share = 0.5
+            share = HALF
         # Rounding up keeps QUARTER of a small cap at one contract rather than none.
-        size = float(math.ceil(share * cap - CONTRACT_EPSILON))
+        size = np.float32(math.ceil(share * cap - CONTRACT_EPSILON))
         target = size if direction == Direction.LONG else -size
     return smaller(larger(target, -cap), cap)
 
@@ -175,7 +186,8 @@ def write_observation(i, prices, features, state, params, obs):
     # stores: the compiler cannot move a load above a store to an array that may alias it, so one load per
     # store would wait out its latency alone. 8 % more env steps/s at a million environments on an H200
     # (docs/kernels.md, "Loads before stores").
-    bar = int(state[i, PS.BAR])
+    bar_float = state[i, PS.BAR]
+    bar = int(bar_float)
     position = state[i, PS.POSITION]
     entry_price = state[i, PS.ENTRY_PRICE]
     opened_bar = state[i, PS.OPENED_BAR]
@@ -203,19 +215,19 @@ def write_observation(i, prices, features, state, params, obs):
     per_contract = params[EP.INV_MAX_CONTRACTS]
     per_bar = params[EP.INV_EPISODE_BARS]
     unrealised = position * (close - entry_price) * params[EP.MULTIPLIER]
-    held = 0.0
+    held = ZERO
     if position != 0.0:
-        held = (bar - opened_bar) * per_bar
-    drawdown = 0.0
+        held = (bar_float - opened_bar) * per_bar
+    drawdown = ZERO
     if peak > 0.0:
         drawdown = drawdown_money / peak
     obs[i, n_features + PortfolioObs.POSITION] = position * per_contract
     obs[i, n_features + PortfolioObs.CAP] = cap * per_contract
     obs[i, n_features + PortfolioObs.UNREALISED_PNL] = unrealised / params[EP.REWARD_SCALE]
     obs[i, n_features + PortfolioObs.DRAWDOWN] = drawdown
-    obs[i, n_features + PortfolioObs.EPISODE_RETURN] = equity / params[EP.INITIAL_CASH] - 1.0
+    obs[i, n_features + PortfolioObs.EPISODE_RETURN] = equity / params[EP.INITIAL_CASH] - ONE
     obs[i, n_features + PortfolioObs.BARS_IN_POSITION] = held
-    obs[i, n_features + PortfolioObs.EPISODE_PROGRESS] = (bar - start_bar) * per_bar
+    obs[i, n_features + PortfolioObs.EPISODE_PROGRESS] = (bar_float - start_bar) * per_bar
 
 
 @device_function
@@ -230,28 +242,28 @@ def reset_env(i, prices, features, state, rng, params, health, obs):
         rng[i, RNG.COUNTER] = counter + 1
         start = start + word % span
     cash = params[EP.INITIAL_CASH]
-    state[i, PS.POSITION] = 0.0
+    state[i, PS.POSITION] = ZERO
     state[i, PS.CASH] = cash
     state[i, PS.EQUITY] = cash
-    state[i, PS.ENTRY_PRICE] = 0.0
+    state[i, PS.ENTRY_PRICE] = ZERO
     state[i, PS.PEAK_EQUITY] = cash
-    state[i, PS.DRAWDOWN] = 0.0
-    state[i, PS.TRADES] = 0.0
-    state[i, PS.WINS] = 0.0
-    state[i, PS.LOSSES] = 0.0
-    state[i, PS.WIN_SUM] = 0.0
-    state[i, PS.LOSS_SUM] = 0.0
-    state[i, PS.COSTS_PAID] = 0.0
-    state[i, PS.TRADE_PNL] = 0.0
+    state[i, PS.DRAWDOWN] = ZERO
+    state[i, PS.TRADES] = ZERO
+    state[i, PS.WINS] = ZERO
+    state[i, PS.LOSSES] = ZERO
+    state[i, PS.WIN_SUM] = ZERO
+    state[i, PS.LOSS_SUM] = ZERO
+    state[i, PS.COSTS_PAID] = ZERO
+    state[i, PS.TRADE_PNL] = ZERO
     state[i, PS.BAR] = start
     state[i, PS.START_BAR] = start
     state[i, PS.OPENED_BAR] = start
     state[i, PS.LAST_FILL_BAR] = start
-    state[i, PS.LAST_FILL_SIDE] = 0.0
-    state[i, PS.TURNOVER] = 0.0
-    state[i, PS.FILL_QTY] = 0.0
-    state[i, PS.FILL_PRICE] = 0.0
-    state[i, PS.STEP_COST] = 0.0
+    state[i, PS.LAST_FILL_SIDE] = ZERO
+    state[i, PS.TURNOVER] = ZERO
+    state[i, PS.FILL_QTY] = ZERO
+    state[i, PS.FILL_PRICE] = ZERO
+    state[i, PS.STEP_COST] = ZERO
     state[i, PS.KELLY_FRACTION] = kelly_fraction(state, i, params)
     state[i, PS.CAP] = position_cap(state, i, params, health)
     write_observation(i, prices, features, state, params, obs)
@@ -264,29 +276,29 @@ def book_fill(state, i, params, position, qty, effective_price, bar, multiplier)
         held = abs(position)
         if held == 0.0:
             state[i, PS.OPENED_BAR] = bar
-            state[i, PS.TRADE_PNL] = 0.0
+            state[i, PS.TRADE_PNL] = ZERO
         state[i, PS.ENTRY_PRICE] = (held * state[i, PS.ENTRY_PRICE] + abs(qty) * effective_price) / (held + abs(qty))
         return
-    direction = 1.0 if position > 0.0 else -1.0
+    direction = ONE if position > 0.0 else -ONE
     closed = smaller(abs(qty), abs(position))
     trade_pnl = state[i, PS.TRADE_PNL] + closed * (effective_price - state[i, PS.ENTRY_PRICE]) * direction * multiplier
     if abs(qty) < abs(position):
         state[i, PS.TRADE_PNL] = trade_pnl
         return
-    state[i, PS.TRADES] += 1.0
+    state[i, PS.TRADES] += ONE
     if trade_pnl > 0.0:
-        state[i, PS.WINS] += 1.0
+        state[i, PS.WINS] += ONE
         state[i, PS.WIN_SUM] += trade_pnl
     else:
-        state[i, PS.LOSSES] += 1.0
+        state[i, PS.LOSSES] += ONE
         state[i, PS.LOSS_SUM] -= trade_pnl
     state[i, PS.KELLY_FRACTION] = kelly_fraction(state, i, params)
-    state[i, PS.TRADE_PNL] = 0.0
+    state[i, PS.TRADE_PNL] = ZERO
     if abs(qty) > abs(position):
         state[i, PS.ENTRY_PRICE] = effective_price
         state[i, PS.OPENED_BAR] = bar
     else:
-        state[i, PS.ENTRY_PRICE] = 0.0
+        state[i, PS.ENTRY_PRICE] = ZERO
 
 
 @device_function
@@ -294,10 +306,12 @@ def env_step_row(i, args):
     """Advance environment ``i`` by one bar: decide at bar t's close, fill on bar t+1, mark at its close."""
     prices, features, state, rng, actions, params, health, obs, reward, done = args
     if done[i] and params[EP.AUTO_RESET] < 0.5:
-        reward[i] = 0.0
-        state[i, PS.STEP_EXECUTION] = 0.0
+        reward[i] = ZERO
+        state[i, PS.STEP_EXECUTION] = ZERO
         return
-    bar = int(state[i, PS.BAR])
+    bar_float = state[i, PS.BAR]
+    bar = int(bar_float)
+    next_bar = bar_float + ONE
     multiplier = params[EP.MULTIPLIER]
     position = state[i, PS.POSITION]
     cap = state[i, PS.CAP]
@@ -307,10 +321,10 @@ def env_step_row(i, args):
     open1 = prices[bar + 1, OHLCV.OPEN]
     close1 = prices[bar + 1, OHLCV.CLOSE]
 
-    qty = 0.0
-    fill_price = 0.0
-    per_contract = 0.0
-    side = 1.0 if delta > 0.0 else -1.0
+    qty = ZERO
+    fill_price = ZERO
+    per_contract = ZERO
+    side = ONE if delta > 0.0 else -ONE
     if delta != 0.0:
         urgency = actions[i, Branch.URGENCY]
         # A position over its cap (equity fell) is cut at the market, whatever the order type.
@@ -333,21 +347,21 @@ def env_step_row(i, args):
 
     cost = abs(qty) * per_contract
     gross = (position * (close1 - close0) + qty * (close1 - fill_price)) * multiplier
-    churn = 0.0
+    churn = ZERO
     if qty != 0.0:
-        book_fill(state, i, params, position, qty, fill_price + side * per_contract / multiplier, bar + 1, multiplier)
+        book_fill(state, i, params, position, qty, fill_price + side * per_contract / multiplier, next_bar, multiplier)
         if state[i, PS.LAST_FILL_SIDE] == -side:
-            bars_since = bar + 1 - state[i, PS.LAST_FILL_BAR]
-            fade = larger(params[EP.CHURN_BARS] - bars_since + 1.0, 0.0) / params[EP.CHURN_BARS]
+            bars_since = next_bar - state[i, PS.LAST_FILL_BAR]
+            fade = larger(params[EP.CHURN_BARS] - bars_since + ONE, ZERO) / params[EP.CHURN_BARS]
             churn = params[EP.W_CHURN] * abs(qty) * fade
-        state[i, PS.LAST_FILL_BAR] = bar + 1
+        state[i, PS.LAST_FILL_BAR] = next_bar
         state[i, PS.LAST_FILL_SIDE] = side
 
     new_position = position + qty
     equity = state[i, PS.EQUITY] + gross - cost
     peak = larger(state[i, PS.PEAK_EQUITY], equity)
     drawdown = peak - equity
-    deepening = larger(drawdown - state[i, PS.DRAWDOWN], 0.0)
+    deepening = larger(drawdown - state[i, PS.DRAWDOWN], ZERO)
     state[i, PS.POSITION] = new_position
     state[i, PS.CASH] -= qty * fill_price * multiplier
     state[i, PS.EQUITY] = equity
@@ -358,7 +372,7 @@ def env_step_row(i, args):
     state[i, PS.FILL_QTY] = qty
     state[i, PS.FILL_PRICE] = fill_price
     state[i, PS.STEP_COST] = cost
-    state[i, PS.BAR] = bar + 1
+    state[i, PS.BAR] = next_bar
 
     penalty = params[EP.W_HOLDING] * abs(new_position) + churn + params[EP.W_DRAWDOWN] * deepening
     reward[i] = (params[EP.W_PNL] * gross - params[EP.W_COST] * cost - penalty) / params[EP.REWARD_SCALE]
@@ -374,9 +388,9 @@ def env_step_row(i, args):
             params[EP.W_PNL] * (gross - reference_gross) - params[EP.W_COST] * (cost - reference_cost)
         ) / params[EP.REWARD_SCALE]
     finished = (
-        bar + 1 - state[i, PS.START_BAR] >= params[EP.EPISODE_BARS]
-        or bar + 2 >= params[EP.WINDOW_END]
-        or equity <= 0.0
+        next_bar - state[i, PS.START_BAR] >= params[EP.EPISODE_BARS]
+        or next_bar + ONE >= params[EP.WINDOW_END]
+        or equity <= ZERO
     )
     done[i] = finished
     state[i, PS.CAP] = position_cap(state, i, params, health)
@@ -391,6 +405,6 @@ def env_reset_row(i, args):
     """Start a new episode for environment ``i`` (the reset kernel)."""
     prices, features, state, rng, actions, params, health, obs, reward, done = args
     reset_env(i, prices, features, state, rng, params, health, obs)
-    reward[i] = 0.0
-    state[i, PS.STEP_EXECUTION] = 0.0
+    reward[i] = ZERO
+    state[i, PS.STEP_EXECUTION] = ZERO
     done[i] = False

@@ -252,3 +252,25 @@ def test_an_environment_built_without_the_execution_part_leaves_it_zero_and_step
         assert torch.all(plain.state[:, PS.STEP_EXECUTION] == 0)
         written |= split.state[:, PS.STEP_EXECUTION] != 0
     assert bool(written.any())  # the split run did write it
+
+
+@pytest.mark.parametrize("row", ["env_step_row", "env_reset_row"])
+def test_a_float32_environment_computes_in_float32(row: str) -> None:
+    """No float64 value anywhere in the compiled step or reset of float32 buffers (their machine code, callees
+    included): a Python float constant or an int mixed with a float makes numba compute in float64, which on
+    CUDA doubled the registers of each live value and cost 13 % of env steps/s (docs/kernels.md)."""
+    import numba
+    from numba import types
+
+    from foxhunt.env import physics
+
+    f32, i64 = types.float32, types.int64
+    by_row, by_column = (lambda dtype: types.Array(dtype, 2, "C")), (lambda dtype: types.Array(dtype, 2, "F"))
+    vector = (lambda dtype: types.Array(dtype, 1, "C"))
+    args = types.Tuple((by_row(f32), by_row(f32), by_column(f32), by_column(i64), by_column(i64), vector(f32),
+                        vector(f32), by_column(f32), vector(f32), vector(types.boolean)))
+    compiled = numba.njit(getattr(physics, row))
+    compiled.compile((i64, args))
+    machine_code = compiled.inspect_llvm((i64, args))
+    float64_lines = [line.strip() for line in machine_code.splitlines() if " double" in line]
+    assert float64_lines == []
