@@ -102,3 +102,20 @@ def test_the_kernel_replays_from_a_cuda_graph_on_new_inputs() -> None:
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out.double().cpu(), fused_q.torch_expected_q(*fresh), rtol=0.0, atol=5e-2)
+
+
+def test_fused_acting_false_acts_with_the_torch_expression_on_cuda() -> None:
+    torch.manual_seed(4)
+    fused = BranchingNetwork(OBS_DIM, small_config(n_atoms=51)).to(CUDA)
+    plain = BranchingNetwork(OBS_DIM, small_config(n_atoms=51, fused_acting=False)).to(CUDA)
+    plain.load_state_dict(fused.state_dict())
+    obs = torch.randn(512, OBS_DIM, device=CUDA)
+    support = torch.sort(torch.randn(fused.n_branches, 51, device=CUDA) * 5.0, dim=-1).values
+    with torch.no_grad():
+        h = plain.features(obs)
+        value, adv_h = plain._streams(h)
+        weight, bias = plain.centred_advantage_layer()
+        expected = fused_q.torch_expected_q(adv_h, weight, bias, value, support)
+        expected = expected.masked_fill(~plain.action_mask, float("-inf"))
+        assert torch.equal(plain.expected_q(obs, support), expected)
+        torch.testing.assert_close(fused.expected_q(obs, support), expected, rtol=0.0, atol=5e-2)

@@ -166,6 +166,9 @@ class LearnerConfig:
     # one value: every saved config names it, so the key stays readable; "batched" is refused by name
     grad_mode: str = attrs.field(default="loop", validator=_grad_mode)
     compile: bool = False  # torch.compile the update's op-heavy pieces (docs/learner.md, "Performance")
+    # on CUDA, acting's expected Q through one fused Triton kernel (foxhunt.learner.fused_q; the CPU never uses it);
+    # false: the torch expression, e.g. to compare the two or on a GPU Triton does not support
+    fused_acting: bool = True
     batch_size: int = attrs.field(default=128, validator=_positive)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig)
 

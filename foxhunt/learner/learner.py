@@ -138,7 +138,7 @@ class Learner:
         c = self.config
         self.device = torch.device(device)
         self.dtype = dtype
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and c.fused_acting:
             fused_q.load()  # acting's fused kernel, imported before torch.compile traces the acting path
         self.layout, self.isv = layout, isv
         self.components = list(components)

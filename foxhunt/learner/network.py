@@ -147,6 +147,7 @@ class BranchingNetwork(nn.Module):
         self.n_actions = max(sizes)
         self.n_atoms = config.n_atoms
         self.ensemble_size = config.ensemble_size
+        self.fused_acting = config.fused_acting  # on CUDA: acting's expected Q in one kernel (fused_q)
         mask = make_action_mask(sizes)  # [Branch, A]
         self.register_buffer("action_mask", mask)
         self.register_buffer("n_valid", mask.sum(-1).to(torch.float32))  # [Branch]
@@ -272,11 +273,13 @@ class BranchingNetwork(nn.Module):
     def expected_q_of(self, h: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
         """:meth:`expected_q` from the trunk's features ``h`` (acting that also reads the ensemble shares them).
 
-        On CUDA one fused kernel computes it without writing the logits (:mod:`foxhunt.learner.fused_q`);
-        elsewhere the torch expression of :meth:`acting_logits`, the softmax over atoms and the sum."""
+        On CUDA one fused kernel computes it without writing the logits (:mod:`foxhunt.learner.fused_q`, unless
+        ``[learner] fused_acting = false``); elsewhere the torch expression of :meth:`acting_logits`, the softmax
+        over atoms and the sum."""
         value, adv_h = self._streams(h)
         weight, bias = self.centred_advantage_layer()
-        compute = fused_q.expected_q if fused_q.applies(h, support) else fused_q.torch_expected_q
+        fused = self.fused_acting and fused_q.applies(h, support)
+        compute = fused_q.expected_q if fused else fused_q.torch_expected_q
         q = compute(adv_h, weight, bias, value, support)
         return q.masked_fill(~self.action_mask, float("-inf"))
 

@@ -332,9 +332,10 @@ def missing(audit_dirs: Iterable[Path] | None = None, **options: Any) -> str:
 
 # -- the named-dimension reference (docs/audits/named_dimensions.md) ----------------------
 NAMED_DIMENSIONS_FILE = "named_dimensions.md"
-# Packages whose import is not about tables: the CLI, the test kit (it needs the test extras) and the Gymnasium
-# adapter (it needs the gym extra; it declares no table of its own).
-_SKIPPED_PACKAGES = ("foxhunt.cli", "foxhunt.testing", "foxhunt.gym")
+# Packages whose import is not about tables: the CLI, the test kit (it needs the test extras), the Gymnasium
+# adapter (it needs the gym extra; it declares no table of its own) and acting's Triton kernel (it needs Triton,
+# which only torch's CUDA builds bring; it declares no table either).
+_SKIPPED_PACKAGES = ("foxhunt.cli", "foxhunt.testing", "foxhunt.gym", "foxhunt.learner.fused_q_kernel")
 
 
 def _own_top_level_packages() -> list[str]:

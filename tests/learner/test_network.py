@@ -112,3 +112,23 @@ def test_state_value_head_and_atoms_centred_on_it_against_numpy(seed: int, batch
     grads = torch.autograd.grad(out.q[torch.isfinite(out.q)].sum(), list(network.state_value_out.parameters()),
                                 allow_unused=True)
     assert all(g is None for g in grads)
+
+
+@pytest.mark.parametrize("fused_acting", [True, False])
+def test_on_the_cpu_acting_is_the_torch_expression_whatever_fused_acting_says(fused_acting: bool) -> None:
+    """``[learner] fused_acting`` reaches the network; the fused kernel is CUDA-only, so on the CPU both settings
+    give exactly the torch expression (tests_gpu/test_fused_q.py checks the kernel itself)."""
+    from foxhunt.learner import fused_q
+
+    torch.manual_seed(5)
+    network = BranchingNetwork(OBS_DIM, small_config(fused_acting=fused_acting))
+    assert network.fused_acting is fused_acting
+    obs = torch.randn(9, OBS_DIM)
+    support = torch.sort(torch.randn(network.n_branches, network.n_atoms) * 5.0, dim=-1).values
+    h = network.features(obs)
+    assert not fused_q.applies(h, support)
+    value, adv_h = network._streams(h)
+    weight, bias = network.centred_advantage_layer()
+    expected = fused_q.torch_expected_q(adv_h, weight, bias, value, support).masked_fill(~network.action_mask,
+                                                                                       float("-inf"))
+    assert torch.equal(network.expected_q(obs, support), expected)
