@@ -72,7 +72,7 @@ CONTRACT_EPSILON = np.float32(1e-6)
 # fields: numba types a Python float (or an int mixed with a float) as float64, which promoted the whole
 # float32 step to float64 arithmetic. On CUDA that doubled the registers of every live value (82 per thread
 # against 56) and cost 13 % of env steps/s at a million environments (docs/kernels.md, "Float32 arithmetic");
-# tests/env/test_float32_arithmetic.py keeps it so. A float64 state still computes in float64.
+# tests/env/test_physics.py::test_a_float32_environment_computes_in_float32 keeps it so. A float64 state still computes in float64.
 ZERO = np.float32(0.0)
 ONE = np.float32(1.0)
 HALF = np.float32(0.5)

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["load", "applies", "expected_q", "torch_expected_q"]
+__all__ = ["load", "applies", "expected_q", "torch_logits", "torch_expected_q"]
 
 _kernel: ModuleType | None = None
 _tried = False
@@ -67,10 +67,15 @@ def expected_q(adv_h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, va
                               bool(torch.backends.cuda.matmul.allow_tf32) and _tf32_hardware)
 
 
+def torch_logits(adv_h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """The acting logits ``[B, Branch, A, N]`` in torch: the centred advantage layer on ``adv_h`` plus ``value``."""
+    batch, branches, n_atoms = value.shape[0], value.shape[1], value.shape[-1]
+    advantage = torch.einsum("bgi,goi->bgo", adv_h, weight) + bias
+    return value + advantage.view(batch, branches, -1, n_atoms)
+
+
 def torch_expected_q(adv_h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, value: torch.Tensor,
                      support: torch.Tensor) -> torch.Tensor:
     """:func:`expected_q` in torch (any device and dtype): the logits, the softmax over atoms, the expectation."""
-    batch, branches, n_atoms = value.shape[0], value.shape[1], value.shape[-1]
-    advantage = torch.einsum("bgi,goi->bgo", adv_h, weight) + bias
-    logits = value + advantage.view(batch, branches, -1, n_atoms)
-    return (torch.softmax(logits, dim=-1) * support[None, :, None, :]).sum(-1)
+    probs = torch.softmax(torch_logits(adv_h, weight, bias, value), dim=-1)
+    return (probs * support[None, :, None, :]).sum(-1)
