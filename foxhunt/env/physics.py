@@ -57,6 +57,8 @@ __all__ = [
     "write_observation",
     "reset_env",
     "book_fill",
+    "agent_order",
+    "settle",
     "env_step_row",
     "env_reset_row",
     "START_LANE",
@@ -302,25 +304,14 @@ def book_fill(state, i, params, position, qty, effective_price, bar, multiplier)
 
 
 @device_function
-def env_step_row(i, args):
-    """Advance environment ``i`` by one bar: decide at bar t's close, fill on bar t+1, mark at its close."""
-    prices, features, state, rng, actions, params, health, obs, reward, done = args
-    if done[i] and params[EP.AUTO_RESET] < 0.5:
-        reward[i] = ZERO
-        state[i, PS.STEP_EXECUTION] = ZERO
-        return
-    bar_float = state[i, PS.BAR]
-    bar = int(bar_float)
-    next_bar = bar_float + ONE
-    multiplier = params[EP.MULTIPLIER]
-    position = state[i, PS.POSITION]
-    cap = state[i, PS.CAP]
-    target = target_position(actions[i, Branch.DIRECTION], actions[i, Branch.MAGNITUDE], position, cap)
-    delta = target - position
-    close0 = prices[bar, OHLCV.CLOSE]
-    open1 = prices[bar + 1, OHLCV.OPEN]
-    close1 = prices[bar + 1, OHLCV.CLOSE]
+def agent_order(prices, i, actions, params, bar, position, cap, delta, close0, open1, multiplier):
+    """The fill on the next bar of the order for ``delta`` contracts that environment ``i``'s action places at
+    bar ``bar``'s close (its order type and urgency; ``delta``: the action's target minus ``position``).
 
+    Returns ``(side, qty, fill_price, per_contract)``: the order's side (+1 buys, -1 sells), the contracts
+    filled (``delta``, or 0 for a limit order the bar did not reach), the reference fill price and the cost
+    per contract (docs/fill-model.md).
+    """
     qty = ZERO
     fill_price = ZERO
     per_contract = ZERO
@@ -344,7 +335,19 @@ def env_step_row(i, args):
             fill_price = open1
             adverse = params[EP.HALF_SPREAD] + params[EP.SLIPPAGE] * urgency_slippage(params, urgency)
             per_contract = adverse * multiplier + params[EP.COMMISSION]
+    return side, qty, fill_price, per_contract
 
+
+@device_function
+def settle(i, prices, features, state, rng, params, health, obs, reward, done,
+           bar_float, position, delta, side, qty, fill_price, per_contract, close0, open1, close1, multiplier):
+    """Book a step's fill (``qty`` contracts at ``fill_price``, ``per_contract`` costs) and mark at the close.
+
+    Writes the portfolio row, the reward and the done flag, then the next observation (or, at an episode's
+    end with auto-reset, the next episode's first one). ``delta`` is the order's size: the reward's
+    execution part compares the fill with a PASSIVE market order for it.
+    """
+    next_bar = bar_float + ONE
     cost = abs(qty) * per_contract
     gross = (position * (close1 - close0) + qty * (close1 - fill_price)) * multiplier
     churn = ZERO
@@ -398,6 +401,30 @@ def env_step_row(i, args):
         reset_env(i, prices, features, state, rng, params, health, obs)
     else:
         write_observation(i, prices, features, state, params, obs)
+
+
+@device_function
+def env_step_row(i, args):
+    """Advance environment ``i`` by one bar: decide at bar t's close, fill on bar t+1, mark at its close."""
+    prices, features, state, rng, actions, params, health, obs, reward, done = args
+    if done[i] and params[EP.AUTO_RESET] < 0.5:
+        reward[i] = ZERO
+        state[i, PS.STEP_EXECUTION] = ZERO
+        return
+    bar_float = state[i, PS.BAR]
+    bar = int(bar_float)
+    multiplier = params[EP.MULTIPLIER]
+    position = state[i, PS.POSITION]
+    cap = state[i, PS.CAP]
+    target = target_position(actions[i, Branch.DIRECTION], actions[i, Branch.MAGNITUDE], position, cap)
+    delta = target - position
+    close0 = prices[bar, OHLCV.CLOSE]
+    open1 = prices[bar + 1, OHLCV.OPEN]
+    close1 = prices[bar + 1, OHLCV.CLOSE]
+    side, qty, fill_price, per_contract = agent_order(prices, i, actions, params, bar, position, cap, delta, close0,
+                                                      open1, multiplier)
+    settle(i, prices, features, state, rng, params, health, obs, reward, done,
+           bar_float, position, delta, side, qty, fill_price, per_contract, close0, open1, close1, multiplier)
 
 
 @device_function
