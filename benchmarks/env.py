@@ -1,6 +1,10 @@
 """Environment throughput: env steps per second for N parallel environments.
 
-Usage: ``python benchmarks/env.py [--device cpu|cuda] [--sizes 1,256,4096,65536] [--features 16]``
+Usage: ``python benchmarks/env.py [--device cpu|cuda] [--sizes 1,256,4096,65536] [--features 16]
+[--plans STOP,TARGET,HORIZON]``
+
+``--plans`` steps with the trade_plans plugin's kernel (``foxhunt.env.plans``) and those parameters
+(docs/fill-model.md, "Trade plans") instead of the plain step.
 
 Prints one table row per N: the compiled step kernel launched once per step
 from Python, on CUDA also the same step captured in a CUDA graph and replayed,
@@ -19,6 +23,7 @@ import torch
 from foxhunt.actions import branch_sizes
 from foxhunt.data.instrument import preset
 from foxhunt.env import EnvConfig, ReferenceEnv, VectorEnv
+from foxhunt.env.plans import plan_isv, run_plan_step
 
 __all__ = ["main"]
 
@@ -91,17 +96,26 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=16)
     parser.add_argument("--bars", type=int, default=20_000)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--plans", default=None, metavar="STOP,TARGET,HORIZON",
+                        help="step with trade plans of these parameters, e.g. 0.004,0.008,24")
     args = parser.parse_args()
     prices, features = synthetic(args.bars, args.features)
     base = EnvConfig(episode_bars=512)
     reference = time_reference(prices, features, base, args.seconds)
-    print(f"device={args.device} features={args.features} dtype=float32 threads={torch.get_num_threads()}")
+    plans = None if args.plans is None else [float(value) for value in args.plans.split(",")]
+    print(f"device={args.device} features={args.features} dtype=float32 threads={torch.get_num_threads()} "
+          f"step={'plain' if plans is None else 'trade plans ' + args.plans}")
     header = f"{'N':>7} | {'launch/step (steps/s)':>22} | {'CUDA graph (steps/s)':>21} | {'numpy reference, N=1':>21}"
     print(header)
     print("-" * len(header))
     for n in (int(size) for size in args.sizes.split(",")):
         config = EnvConfig(n_envs=n, episode_bars=512)
-        env = VectorEnv(prices, features, preset("ES"), config, device=args.device, seed=1)
+        if plans is None:
+            env = VectorEnv(prices, features, preset("ES"), config, device=args.device, seed=1)
+        else:
+            isv, layout = plan_isv(plans[0], plans[1], int(plans[2]), device=args.device)
+            env = VectorEnv(prices, features, preset("ES"), config, device=args.device, seed=1, isv=isv,
+                            layout=layout, step_kernel=run_plan_step)
         env.reset()
         actions = actions_for(n, args.device)
         launched = time_launches(env, actions, args.seconds)

@@ -9,6 +9,7 @@
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
     python benchmarks/learning.py --ablation targets       # greedy (double DQN) against Expected-SARSA targets
     python benchmarks/learning.py --ablation conviction    # no conviction floor against a floor of 0.25σ
+    python benchmarks/learning.py --ablation plans         # no trade plans against a stop and target, and a horizon
     python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping, split
     python benchmarks/learning.py --ablation heads         # quantile heads and horizon values, each and both
     python benchmarks/learning.py --ablation atoms         # even atoms against atoms placed by the targets' quantiles
@@ -112,6 +113,14 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default, not yet measured
         "greedy (default)": [],
         "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
+    },
+    "plans": {  # docs/fill-model.md, "Trade plans": off by default. Distances for the suite's hourly markets
+        # (0.1 % volatility per bar): a stop 4σ and a target 8σ away from the entry, then a day's horizon too.
+        "off (default)": [],
+        "stop 0.4 %, target 0.8 %": ["plugins.trade_plans.enabled=true", "plugins.trade_plans.stop=0.004",
+                                     "plugins.trade_plans.target=0.008"],
+        "and a 24-bar horizon": ["plugins.trade_plans.enabled=true", "plugins.trade_plans.stop=0.004",
+                                 "plugins.trade_plans.target=0.008", "plugins.trade_plans.horizon=24"],
     },
     "conviction": {  # docs/learner.md, "Conviction floor" and "Conviction spread": both off by default
         "off (default)": [],

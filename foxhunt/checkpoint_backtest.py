@@ -222,7 +222,8 @@ def backtest_checkpoint(path: Path, data_source: str | None = None, device: str 
         bars, window_name = _saved_window(record, window, str(path), len(market)), window
     else:
         bars, window_name = (features.warmup, len(market)), ALL_BARS
-    backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, env_step_kernel(host.kernels(config)).run)
+    backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env,
+                                        env_step_kernel(host.kernels(config)).run, policy.isv)
     results = {"agent": backtests.agent(policy.act_values, values, bars, device), **backtests.baselines(values, bars)}
     stamps = market.timestamps[bars[0] : bars[1]].astype(str).tolist()
     host.close()

@@ -67,6 +67,8 @@ __all__ = [
     "HORIZON_VALUES_WEIGHT",
     "SARSA_TEMPERATURE",
     "SARSA_TEMPERATURE_FALLBACK",
+    "PLAN_PARAMS",
+    "PLAN_THRESHOLD",
     # signals
     "Q_MEAN",
     "Q_STD",
@@ -90,6 +92,7 @@ __all__ = [
     "ENV_OBS",
     "ENV_REWARD",
     "ENV_DONE",
+    "ENV_PLAN",
 ]
 
 CORE = "foxhunt"  # the owner of what the core itself declares or provides (the plugin name of core_declarations)
@@ -177,6 +180,10 @@ SARSA_TEMPERATURE = "sarsa.temperature"
 # default; its one key is [plugins.expected_sarsa] temperature (read only with [learner] target_policy =
 # "expected_sarsa").
 SARSA_TEMPERATURE_FALLBACK = 1.0
+# Trade plans (the trade_plans plugin): read by its environment kernel, foxhunt.env.plans.run_plan_step.
+PLAN_PARAMS = "trade_plans.params"
+PLAN_THRESHOLD = "trade_plans.threshold"
+_PLAN_PARAMS_WIDTH = 3  # foxhunt.env.tables.PLAN_PARAM.size(), spelt here: the env package imports this module
 
 # -- signals ----------------------------------------------------------------------------------
 Q_MEAN = "learner.q_mean"
@@ -202,6 +209,7 @@ ENV_HEALTH = "env.health"
 ENV_OBS = "env.obs"
 ENV_REWARD = "env.reward"
 ENV_DONE = "env.done"
+ENV_PLAN = "env.plan"
 
 SHARED: tuple[SharedName, ...] = (
     _slot(PROGRESS, CORE, "training progress within the fold in [0, 1] = epoch / epochs (written at epoch boundaries)"),
@@ -241,6 +249,11 @@ SHARED: tuple[SharedName, ...] = (
           "its gradient budget"),
     _slot(SARSA_TEMPERATURE, "expected_sarsa", "softmax temperature τ of the Expected-SARSA target policy per branch "
           "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
+    _slot(PLAN_PARAMS, "trade_plans", "trade plans' stop and target distances (fractions of the entry price) and "
+          "horizon (bars), the columns of `foxhunt.env.tables.PLAN_PARAM`; 0 turns one off",
+          width=_PLAN_PARAMS_WIDTH, shape="[PLAN_PARAM]"),
+    _slot(PLAN_THRESHOLD, "trade_plans", "conviction a position's entry needs for a trade plan to open with it "
+          "(share of the cap: 0.25, 0.5 or 1)"),
     _signal(Q_MEAN, "[Branch]", "batch mean of the expected Q of the greedy action per branch (normalised return units)"),
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
     _signal(RETURN_QUANTILES, "[Branch, AtomKnot]", "batch quantiles of each branch's n-step target r + γ^m E[Z'] "
@@ -264,6 +277,8 @@ SHARED: tuple[SharedName, ...] = (
     _signal(ENV_OBS, "[envs, features + PortfolioObs]", "the observation the step writes", dtype="float32"),
     _signal(ENV_REWARD, "[envs]", "the reward the step writes", dtype="float (the state dtype)"),
     _signal(ENV_DONE, "[envs]", "episode ends the step writes", dtype="bool"),
+    _signal(ENV_PLAN, "[envs, PLAN]", "each environment's trade plan (`foxhunt.env.tables.PLAN`; all 0 when none is "
+            "open), written by the trade_plans plugin's step", dtype="float (the state dtype)"),
 )
 
 SLOTS: tuple[SharedName, ...] = tuple(entry for entry in SHARED if entry.kind is Kind.SLOT)

@@ -64,7 +64,9 @@ from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.physics import CONTRACT_EPSILON
-from foxhunt.env.tables import PS
+from foxhunt.contract import PLAN_THRESHOLD
+from foxhunt.env.plans import run_plan_step
+from foxhunt.env.tables import PLAN, PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.kernels.context import KernelContext
 
@@ -121,6 +123,7 @@ class BacktestResult:
     bankrupt_bar: int | None = None
     margin_calls: int = 0
     first_margin_call_bar: int | None = None
+    plan_exits: dict[str, int] | None = None  # with trade plans: positions closed by "stops", "targets", "expiries"
 
     def to_dict(self) -> dict[str, Any]:
         """Metrics by name (``METRIC_KEYS``), ``bankrupt_bar`` and the equity curve as a list under ``equity``."""
@@ -128,6 +131,8 @@ class BacktestResult:
         values["bankrupt_bar"] = self.bankrupt_bar
         values["margin_calls"] = self.margin_calls
         values["first_margin_call_bar"] = self.first_margin_call_bar
+        if self.plan_exits is not None:
+            values["plan_exits"] = dict(self.plan_exits)
         values["equity"] = [float(v) for v in self.equity]
         return values
 
@@ -233,9 +238,16 @@ def backtest(
     dtype: torch.dtype = torch.float64,
     health: torch.Tensor | None = None,
     step_kernel: StepKernel | None = None,
+    isv: torch.Tensor | None = None,
+    layout: Any = None,
 ) -> BacktestResult:
     """Run ``policy`` (observation ``[1, obs]`` -> actions ``[1, Branch]``; a :class:`BarPolicy` is also given
-    the bar ``[1]``) greedily over ``window``, each bar stepped by ``step_kernel`` (the core physics when None)."""
+    the bar ``[1]``) greedily over ``window``, each bar stepped by ``step_kernel`` (the core physics when None).
+
+    ``isv`` and ``layout``, a run's ISV (any device: it is copied to ``device``) and its layout, are what the
+    kernel reads besides the environment's buffers: the trade_plans plugin's step
+    (:func:`foxhunt.env.plans.run_plan_step`) reads its parameters there, and its result's ``plan_exits`` counts
+    how the plans ended."""
     n_bars = len(prices)
     start, end = (0, n_bars) if window is None else window
     steps = end - start - 1
@@ -243,7 +255,7 @@ def backtest(
     env = VectorEnv(
         prices, features, instrument, episode,
         window=(start, end), device=device, dtype=dtype, health=health, random_start=False, auto_reset=False,
-        step_kernel=step_kernel,
+        step_kernel=step_kernel, isv=None if isv is None else isv.detach().to(device).clone(), layout=layout,
     )
     history = torch.zeros((steps, PS.size()), dtype=dtype, device=env.device)
     obs = env.reset()
@@ -260,6 +272,10 @@ def backtest(
             break
     result = result_from_history(history.cpu().numpy(), config.initial_cash, instrument.bars_per_year,
                                  initial_margin=instrument.initial_margin, margin_fraction=config.margin_fraction)
+    if step_kernel is run_plan_step:
+        row = env.plan[0].cpu().numpy()
+        result = attrs.evolve(result, plan_exits={"stops": int(row[PLAN.STOPS]), "targets": int(row[PLAN.TARGETS]),
+                                                  "expiries": int(row[PLAN.EXPIRIES])})
     if result.margin_calls:
         log.warning("backtest_margin_call", first_bar=result.first_margin_call_bar, calls=result.margin_calls,
                     window=[start, end])
@@ -277,8 +293,16 @@ def baselines(
     **options: Any,
 ) -> dict[str, BacktestResult]:
     """One contract bought at market and held (``buy_and_hold``), and staying ``flat``, over the same window
-    (``options`` are :func:`backtest`'s, ``step_kernel`` among them: the baselines trade under the same physics)."""
+    (``options`` are :func:`backtest`'s, ``step_kernel`` among them: the baselines trade under the same physics).
+
+    With a run's ISV that has the trade plans' slots (``isv``, ``layout``), no plan opens for a baseline (its
+    threshold is set above any conviction in a copy): buy-and-hold stays bought whatever a plan would do."""
     device = str(options.get("device", "cpu"))
+    isv, layout = options.get("isv"), options.get("layout")
+    if isv is not None and layout is not None and PLAN_THRESHOLD in layout.offsets:
+        isv = isv.detach().clone()
+        isv[layout.span(PLAN_THRESHOLD)] = math.inf
+        options = {**options, "isv": isv}
     one_contract = attrs.evolve(config, max_contracts=1, kelly_min_contracts=1)
     return {
         "buy_and_hold": backtest(

@@ -17,10 +17,10 @@ import numpy as np
 from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig
-from foxhunt.env.tables import OHLCV, PS, PortfolioObs
+from foxhunt.env.tables import OHLCV, PLAN, PS, PortfolioObs
 from foxhunt.kernels.rng import hash3
 
-__all__ = ["ReferenceEnv", "Portfolio"]
+__all__ = ["ReferenceEnv", "Portfolio", "Plan", "PlanRules"]
 
 _EPSILON = 1e-6  # whole-contract rounding tolerance (docs/fill-model.md)
 _SHARE = {Magnitude.QUARTER: 0.25, Magnitude.HALF: 0.5, Magnitude.FULL: 1.0}
@@ -61,6 +61,36 @@ class Portfolio:
         return np.array([getattr(self, field.name.lower()) for field in PS], dtype=np.float64)
 
 
+@attrs.define
+class Plan:
+    """One environment's trade plan (docs/fill-model.md, "Trade plans"); field names match :class:`PLAN`."""
+
+    side: float = 0.0
+    entry: float = 0.0
+    stop: float = 0.0
+    target: float = 0.0
+    expiry: float = 0.0
+    conviction: float = 0.0
+    stops: float = 0.0
+    targets: float = 0.0
+    expiries: float = 0.0
+
+    def as_row(self) -> np.ndarray:
+        """The plan as a ``[PLAN]`` float64 row."""
+        return np.array([getattr(self, field.name.lower()) for field in PLAN], dtype=np.float64)
+
+
+@attrs.frozen
+class PlanRules:
+    """Trade-plan parameters: distances as fractions of the entry price, horizon in bars, conviction threshold
+    (0 turns the first three off, one by one)."""
+
+    stop: float = 0.0
+    target: float = 0.0
+    horizon: float = 0.0
+    threshold: float = 0.0
+
+
 class ReferenceEnv:
     """One episode at a time over ``prices`` ``[bars, OHLC(V)]`` with the stream ``key`` for start draws."""
 
@@ -77,6 +107,7 @@ class ReferenceEnv:
         random_start: bool = True,
         auto_reset: bool = True,
         execution_part: bool = False,
+        plans: PlanRules | None = None,
     ) -> None:
         self.prices = np.asarray(prices, dtype=np.float64)
         self.features = np.asarray(features, dtype=np.float32)
@@ -92,6 +123,8 @@ class ReferenceEnv:
         self.commission = instrument.commission if config.commission is None else config.commission
         self.reward_scale = config.resolved_reward_scale
         self.portfolio = Portfolio()
+        self.plans = plans  # trade plans' rules, or None: no plans (the plan stays all 0)
+        self.plan = Plan()
         self.finished = False
 
     def _price(self, bar: int, column: OHLCV) -> float:
@@ -146,6 +179,7 @@ class ReferenceEnv:
         )
         self.portfolio.kelly_fraction = self.kelly_fraction()
         self.portfolio.cap = self.cap()
+        self.plan = Plan()
         self.finished = False
         return self.observation()
 
@@ -213,9 +247,22 @@ class ReferenceEnv:
         p, c = self.portfolio, self.config
         multiplier = self.instrument.multiplier
         bar = int(p.bar)
+        position = p.position
         delta = self._target(int(action[Branch.DIRECTION]), int(action[Branch.MAGNITUDE])) - p.position
         qty, price, per_contract = 0.0, 0.0, 0.0
-        if delta != 0:
+        exit_kind = None
+        if self.plans is not None and self.plan.side != 0 and delta == 0:  # holding: the plan's exits work
+            exit_kind, exit_price = self._plan_exit(bar)
+        if exit_kind is not None:
+            delta = qty = -p.position
+            price = exit_price
+            spec = self.instrument
+            per_contract = self.commission
+            if exit_kind != "targets":  # the stop and the horizon close at the market, NORMAL urgency
+                adverse = 0.5 * spec.spread_ticks * spec.tick_size \
+                    + c.slippage_ticks * spec.tick_size * c.slippage_by_urgency[Urgency.NORMAL]
+                per_contract += adverse * multiplier
+        elif delta != 0:
             qty, price, per_contract = self._execute(delta, int(action[Branch.ORDER_TYPE]), int(action[Branch.URGENCY]))
             if qty == 0:
                 per_contract = 0.0
@@ -256,8 +303,50 @@ class ReferenceEnv:
         done = p.bar - p.start_bar >= c.episode_bars or bar + 2 >= self.window[1] or equity <= 0
         p.cap = self.cap()
         self.finished = done
+        if self.plans is not None:
+            self._update_plan(done, exit_kind, position, qty, price, bar, int(action[Branch.MAGNITUDE]))
         if done and self.auto_reset:
             observation = self.reset()
             self.portfolio.step_execution = execution  # the kernel keeps it across the auto-reset, as the reward
             return observation, reward, True
         return self.observation(), reward, done
+
+    # -- trade plans (docs/fill-model.md, "Trade plans") ------------------------------------------------------
+    def _plan_exit(self, bar: int) -> tuple[str | None, float]:
+        """The open plan's exit on bar ``bar + 1`` (``"expiries"``, ``"stops"``, ``"targets"`` or None) and its price."""
+        rules, plan = self.plans, self.plan
+        next_open = self._price(bar + 1, OHLCV.OPEN)
+        high, low = self._price(bar + 1, OHLCV.HIGH), self._price(bar + 1, OHLCV.LOW)
+        if rules.horizon > 0 and bar >= plan.expiry:
+            return "expiries", next_open
+        if rules.stop > 0:
+            if plan.side > 0 and low <= plan.stop:
+                return "stops", min(next_open, plan.stop)
+            if plan.side < 0 and high >= plan.stop:
+                return "stops", max(next_open, plan.stop)
+        if rules.target > 0:
+            if plan.side > 0 and high > plan.target:
+                return "targets", max(next_open, plan.target)
+            if plan.side < 0 and low < plan.target:
+                return "targets", min(next_open, plan.target)
+        return None, next_open
+
+    def _update_plan(self, done: bool, exit_kind: str | None, position: float, qty: float, price: float, bar: int,
+                     magnitude: int) -> None:
+        """After a step: count an exit, close the plan, or open one with a new position."""
+        counts = (self.plan.stops, self.plan.targets, self.plan.expiries)
+        new_position = position + qty
+        opened = new_position != 0 and (position == 0 or (position > 0) != (new_position > 0))
+        if exit_kind is not None:
+            setattr(self.plan, exit_kind, getattr(self.plan, exit_kind) + 1.0)
+            counts = (self.plan.stops, self.plan.targets, self.plan.expiries)
+        if done or exit_kind is not None or new_position == 0 or opened:
+            self.plan = Plan(stops=counts[0], targets=counts[1], expiries=counts[2])
+        conviction = _SHARE.get(magnitude, 1.0)
+        if not done and exit_kind is None and opened and conviction >= self.plans.threshold:
+            side = 1.0 if new_position > 0 else -1.0
+            rules = self.plans
+            self.plan.side, self.plan.entry, self.plan.conviction = side, price, conviction
+            self.plan.stop = price - side * rules.stop * price
+            self.plan.target = price + side * rules.target * price
+            self.plan.expiry = bar + 1 + rules.horizon

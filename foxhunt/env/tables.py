@@ -17,7 +17,7 @@ from __future__ import annotations
 from foxhunt.data.market import OHLCV
 from foxhunt.dims import DimTable, auto
 
-__all__ = ["OHLCV", "PS", "EP", "RNG", "PortfolioObs", "PORTFOLIO_MIRROR_PARITY"]
+__all__ = ["OHLCV", "PS", "EP", "RNG", "PortfolioObs", "PORTFOLIO_MIRROR_PARITY", "PLAN", "PLAN_PARAM"]
 
 
 class PS(DimTable):
@@ -90,6 +90,32 @@ class EP(DimTable):
     RANDOM_START = auto()  # 1: start at a random bar of the window; 0: at WINDOW_START
     AUTO_RESET = auto()  # 1: a finished episode restarts in the same step; 0: it stays finished
     EXECUTION_PART = auto()  # 1: the step writes PS.STEP_EXECUTION (a run that splits rewards); 0: it stays 0
+
+
+class PLAN(DimTable):
+    """A trade plan of one environment (one row of ``plan: [envs, PLAN]``; docs/fill-model.md, "Trade plans").
+
+    A plan is the intent the agent's entry carries across bars: where it gives up (stop), where it takes the
+    profit (target) and how long it waits (the expiry bar). All zero when no plan is open.
+    """
+
+    SIDE = auto()  # +1 a long's plan, -1 a short's, 0 no plan open
+    ENTRY = auto()  # reference price of the fill that opened the position (before costs)
+    STOP = auto()  # stop price: a long is sold when a bar's low reaches it, a short bought when a high does
+    TARGET = auto()  # target price: a long is sold when a bar's high trades above it, a short bought below
+    EXPIRY = auto()  # bar at whose close the plan's horizon ends: the position is closed at the next open
+    CONVICTION = auto()  # share of the cap the entry asked for (0.25, 0.5 or 1): the magnitude the agent chose
+    STOPS = auto()  # this episode's exits by kind: stops, targets, expiries
+    TARGETS = auto()
+    EXPIRIES = auto()
+
+
+class PLAN_PARAM(DimTable):  # noqa: N801 - the table's name is the one docs and the issue use
+    """Trade-plan parameters, one value each: the columns of the ``trade_plans.params`` ISV slot."""
+
+    STOP = auto()  # stop distance as a fraction of the entry price (0.01: 1 % below a long's entry); 0: no stop
+    TARGET = auto()  # target distance as a fraction of the entry price; 0: no target
+    HORIZON = auto()  # bars a position may be held before the plan closes it; 0: no horizon
 
 
 class RNG(DimTable):

@@ -19,7 +19,7 @@ from foxhunt.actions import Branch
 from foxhunt.data.instrument import InstrumentSpec
 from foxhunt.env.config import EnvConfig, physics_params
 from foxhunt.env.kernel import run_env_reset, run_env_step
-from foxhunt.env.tables import EP, OHLCV, PS, RNG, PortfolioObs
+from foxhunt.env.tables import EP, OHLCV, PLAN, PS, RNG, PortfolioObs
 from foxhunt.kernels.backend import Backend, resolve_backend
 from foxhunt.kernels.context import KernelContext
 from foxhunt.kernels.rng import MASK32, hash3
@@ -74,7 +74,10 @@ class VectorEnv:
     without one the environment uses its own tensor holding 1.0.
     ``step_kernel``/``reset_kernel`` take a :class:`KernelContext`; the defaults
     launch :data:`foxhunt.env.kernel.ENV_STEP` / ``ENV_RESET``, which is also
-    what the ``market_env`` plugin's kernel record runs.
+    what the ``market_env`` plugin's kernel record runs. ``isv`` and ``layout``
+    (the run's ISV buffer and its layout) go into that context: with the
+    trade_plans plugin's slots in it, the step honours trade plans, whose rows
+    are ``plan [envs, PLAN]`` (:mod:`foxhunt.env.plans`).
     """
 
     def __init__(
@@ -95,6 +98,8 @@ class VectorEnv:
         execution_part: bool = False,
         step_kernel: Callable[[KernelContext], None] | None = None,
         reset_kernel: Callable[[KernelContext], None] | None = None,
+        isv: torch.Tensor | None = None,
+        layout: object | None = None,
     ) -> None:
         # Resolve "cuda" to "cuda:N" so device comparisons with given tensors are exact.
         self.device = torch.empty(0, device=device).device
@@ -133,11 +138,16 @@ class VectorEnv:
             raise ValueError(f"health must be a one-element tensor on {self.device}, got {tuple(health.shape)} on {health.device}")
         self.health = health.reshape(1)
         self.obs = env_major(n, self.observation_size, torch.float32, self.device, by_column=by_column)
+        self.plan = env_major(n, PLAN.size(), dtype, self.device, by_column=by_column)
+        if isv is not None and isv.device != self.device:
+            raise ValueError(f"isv must be on {self.device}, got {isv.device}")
         self.reward = torch.zeros(n, dtype=dtype, device=self.device)
         self.done = torch.zeros(n, dtype=torch.bool, device=self.device)
         self.context = KernelContext(
             device=self.device,
             backend=self.backend,
+            isv=isv,
+            layout=layout if isv is not None else None,
             signals={
                 contract.ENV_PRICES: self.prices,
                 contract.ENV_FEATURES: self.features,
@@ -149,6 +159,7 @@ class VectorEnv:
                 contract.ENV_OBS: self.obs,
                 contract.ENV_REWARD: self.reward,
                 contract.ENV_DONE: self.done,
+                contract.ENV_PLAN: self.plan,
             },
         )
         self._step_kernel = step_kernel or run_env_step
@@ -185,6 +196,7 @@ class VectorEnv:
 
     def reset(self) -> torch.Tensor:
         """Start a new episode in every environment; returns the observation buffer ``[envs, obs]``."""
+        self.plan.zero_()  # no plan survives an episode (the step clears one when an episode ends inside it)
         self._reset_kernel(self.context)
         return self.obs
 
@@ -204,10 +216,11 @@ class VectorEnv:
     # -- resumable state ---------------------------------------------------------------
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The buffers a resumed run continues from (live, not copies): every episode's portfolio and position
-        in it (``state``), its random stream (``rng``), the observation the policy acts on next (``obs``) and
-        the physics parameters with the window (``params``). Actions, reward and done are not among them: every
-        step writes them before anything reads them."""
-        return {"state": self.state, "rng": self.rng, "obs": self.obs, "params": self.params}
+        in it (``state``), its random stream (``rng``), the observation the policy acts on next (``obs``), the
+        physics parameters with the window (``params``) and its trade plan (``plan``, all 0 without the
+        trade_plans plugin). Actions, reward and done are not among them: every step writes them before anything
+        reads them."""
+        return {"state": self.state, "rng": self.rng, "obs": self.obs, "params": self.params, "plan": self.plan}
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         """Copy :meth:`state_dict` output into the buffers in place (a captured graph and the kernel context

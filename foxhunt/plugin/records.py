@@ -262,6 +262,12 @@ class Kernel:
     by a loaded plugin or be a signal of :mod:`foxhunt.contract`, unless
     ``optional_reads`` also names it (the kernel uses a default when the slot
     is absent).
+
+    ``replaces`` (``ENV_STEP`` kernels only) names the environment kernel this
+    one takes the place of when both are loaded: a run steps with exactly one
+    environment kernel, and a physics variant (the trade_plans plugin's step)
+    replaces the one it extends rather than asking the user to disable it
+    (:func:`foxhunt.env.run_kernel.env_step_kernel`).
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -271,6 +277,15 @@ class Kernel:
     writes: tuple[str, ...] = attrs.field(default=(), converter=_names)
     reads: tuple[str, ...] = attrs.field(default=(), converter=_names)
     optional_reads: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_among_reads)
+    replaces: str = attrs.field(default="", kw_only=True)
+
+    @replaces.validator
+    def _replaces_an_environment_kernel(self, attribute: attrs.Attribute, value: str) -> None:
+        if not value:
+            return
+        _dotted_name(self, attribute, value)
+        if self.point is not KernelPoint.ENV_STEP:
+            raise ValueError(f"kernel {self.name!r}: only an ENV_STEP kernel replaces another, this one is {self.point.value}")
 
 
 def _batch_share(instance: Any, attribute: attrs.Attribute, value: float) -> None:

@@ -30,6 +30,7 @@ __all__ = ["SUMMARY_KEYS", "POLICIES", "WINDOWS", "RunBacktests", "greedy_policy
 SUMMARY_KEYS = ("net_pnl", "sharpe", "sortino", "max_drawdown", "turnover", "fills", "round_trips")
 POLICIES = ("agent", "buy_and_hold", "flat")
 WINDOWS = ("validation", "test")  # the per-fold windows a summary reports, apart
+PLAN_EXIT_KEYS = ("plan_stops", "plan_targets", "plan_expiries")  # with trade plans: positions each exit closed
 
 
 def greedy_policy(act_values, device: torch.device | str = "cpu") -> BarPolicy:
@@ -62,21 +63,28 @@ class RunBacktests:
     instrument: InstrumentSpec
     env: EnvConfig
     step_kernel: StepKernel
+    isv: Any = None  # the run's ISV (foxhunt.isv.ISV): what the kernel reads besides the env, trade plans' slots
 
     def agent(self, act_values: Any, features: np.ndarray, window: tuple[int, int],
               device: torch.device | str = "cpu") -> BacktestResult:
-        """The greedy policy of ``act_values`` (:func:`greedy_policy`) over ``window`` of ``features``."""
+        """The greedy policy of ``act_values`` (:func:`greedy_policy`) over ``window`` of ``features``, under the
+        run's ISV as it is now (trade plans, when the run has them, work as in training)."""
+        isv = {} if self.isv is None else {"isv": self.isv.tensor, "layout": self.isv.layout}
         return backtest(greedy_policy(act_values, device), self.prices, features, self.instrument, self.env,
-                        window=window, step_kernel=self.step_kernel)
+                        window=window, step_kernel=self.step_kernel, **isv)
 
     def baselines(self, features: np.ndarray, window: tuple[int, int]) -> dict[str, BacktestResult]:
-        """Buy-and-hold and flat over ``window`` (:func:`foxhunt.env.backtest.baselines`)."""
-        return baselines(self.prices, features, self.instrument, self.env, window=window, step_kernel=self.step_kernel)
+        """Buy-and-hold and flat over ``window`` (:func:`foxhunt.env.backtest.baselines`: with trade plans, no plan
+        opens for them, so buy-and-hold stays bought)."""
+        isv = {} if self.isv is None else {"isv": self.isv.tensor, "layout": self.isv.layout}
+        return baselines(self.prices, features, self.instrument, self.env, window=window, step_kernel=self.step_kernel,
+                         **isv)
 
 
 def metrics_of(result: BacktestResult) -> dict[str, float]:
     """The metric values of a result (no equity curve), JSON-ready; ``bankrupt_bar`` only when it went bankrupt,
-    ``margin_calls`` and ``first_margin_call_bar`` only when the margin cut a position.
+    ``margin_calls`` and ``first_margin_call_bar`` only when the margin cut a position, ``plan_stops``,
+    ``plan_targets`` and ``plan_expiries`` only with trade plans.
 
     Every value stays a number (a resume checkpoint's reader holds the stored figures to that), so a solvent
     result has no ``bankrupt_bar`` key rather than a null one.
@@ -87,6 +95,9 @@ def metrics_of(result: BacktestResult) -> dict[str, float]:
     if result.margin_calls:
         values["margin_calls"] = result.margin_calls
         values["first_margin_call_bar"] = result.first_margin_call_bar
+    if result.plan_exits is not None:  # a run with trade plans: how many positions each kind of exit closed
+        for key in PLAN_EXIT_KEYS:
+            values[key] = result.plan_exits[key.removeprefix("plan_")]
     return values
 
 
@@ -127,6 +138,7 @@ def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float
     """Every policy's :func:`combine` over the folds' ``window`` ("validation" or "test") curves.
 
     Each result holds ``result[window][policy]`` metrics and ``result["curves"][window][policy]`` equity.
+    With trade plans, each kind of plan exit is summed over the folds too (``PLAN_EXIT_KEYS``).
     A policy whose account went bankrupt in some folds gets ``bankrupt_folds``, the list of those folds.
     A fold result from before ``fills`` existed (``trades`` held its round trips) is read as such, and leaves
     the overall without ``fills``. Test windows follow each other exactly; validation windows do too when
@@ -151,6 +163,9 @@ def overall(results: Sequence[dict[str, Any]], window: str, bars_per_year: float
             del figures[policy]["fills"]
         # A fold whose account went bankrupt is named here too: its ruin is inside the chained figures,
         # and a reader of the overall line alone should not have to find it in the folds.
+        for key in PLAN_EXIT_KEYS:  # a run with trade plans: the exits of every fold, summed
+            if counted and all(key in metrics for metrics in counted):
+                figures[policy][key] = int(sum(metrics[key] for metrics in counted))
         ruined = [r.get("fold", index) for index, r in enumerate(results) if "bankrupt_bar" in r[window][policy]]
         if ruined:
             figures[policy]["bankrupt_folds"] = ruined

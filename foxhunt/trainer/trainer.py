@@ -36,7 +36,7 @@ from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.learner.execution_credit import EXECUTION_BRANCHES
-from foxhunt.env.run_kernel import env_step_kernel
+from foxhunt.env.run_kernel import env_step_kernel, replaced_kernels
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
 from foxhunt.errors import BandStop, DataError, FoxhuntError, NumericalFault
@@ -183,6 +183,7 @@ class Trainer:
         self.host.start()
         self.kernels = {point: [k for k in kernels if k.point is point] for point in KernelPoint}
         self.env_kernel = env_step_kernel(kernels)
+        env_owners = [self.env_kernel.name, *(kernel.name for kernel in replaced_kernels(self.env_kernel, kernels))]
         market, features = self.data.market, self.data.features
         seed = config.run.seed
         health = self.isv.view(HEALTH_SLOT) if HEALTH_SLOT in self.layout.offsets else None
@@ -191,10 +192,12 @@ class Trainer:
             market.ohlcv, np.zeros(features.values.shape, dtype=np.float32), market.instrument, config.env,
             window=(first.train.start, first.train.stop), seed=seed, device=self.device, health=health,
             step_kernel=self.env_kernel.run, execution_part=config.learner.reward_split,
+            isv=self.isv.tensor, layout=self.layout,
         )
-        self._attach_env_state(self.env_kernel.name)
+        self._attach_env_state(env_owners)
         # validation and test backtests step through the kernel the run trains with (a plugin's physics too)
-        self.backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, self.env_kernel.run)
+        self.backtests = evaluation.RunBacktests(market.ohlcv, market.instrument, config.env, self.env_kernel.run,
+                                                 self.isv)
         self.learner = Learner(
             config, self.layout, self.isv, components, self.env.observation_size, self.device, seed,
             n_envs=config.env.n_envs, combiners=self.host.gradient_combiners(config),
@@ -257,11 +260,12 @@ class Trainer:
         # [run] bands: a file for another config is refused here, before the first epoch (docs/bands.md)
         self.band_watch = open_band_watch(config.run.bands, self.learner.metrics(), self.layout)
 
-    def _attach_env_state(self, env_kernel: str) -> None:
-        """The environment object carries the state its physics plugin declared (portfolio, streams)."""
-        owner = self.host.kernel_owners[env_kernel]
+    def _attach_env_state(self, env_kernels: list[str]) -> None:
+        """The environment object carries the state its physics plugins declared (portfolio, plans, streams): the
+        plugin of the kernel it steps with and of each kernel that one replaces."""
+        owners = {self.host.kernel_owners[name] for name in env_kernels}
         for entry in self.registries.state.entries():
-            if entry.owner == owner and not entry.is_isv_slot:
+            if entry.owner in owners and not entry.is_isv_slot:
                 self.registries.state.attach(entry.name, self.env)
 
     def _run_kernels(self, point: KernelPoint) -> None:

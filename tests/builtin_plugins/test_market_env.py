@@ -7,6 +7,7 @@ import torch
 
 from foxhunt.data.instrument import preset
 from foxhunt.env import EP, PS, RNG, EnvConfig, PortfolioObs, VectorEnv
+from foxhunt.env.tables import PLAN
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.plugin.registrar import Declarations, Registrar
 from foxhunt.state import ResetCategory
@@ -18,11 +19,12 @@ def test_declares_tables_and_state() -> None:
     market_env.foxhunt_declare(Registrar("market_env", declarations))
     assert declarations.problems == []
     assert {name: table for name, (_, table) in declarations.dims.items()} == {
-        "PS": PS, "EP": EP, "RNG": RNG, "PortfolioObs": PortfolioObs
+        "PS": PS, "EP": EP, "RNG": RNG, "PortfolioObs": PortfolioObs, "PLAN": PLAN
     }
     categories = {entry.name: entry.category for entry in declarations.states}
     assert categories == {
         market_env.PORTFOLIO_STATE: ResetCategory.FOLD_RESET,
+        market_env.PLAN_STATE: ResetCategory.FOLD_RESET,
         market_env.RNG_STATE: ResetCategory.TRAINING_PERSIST,
     }
 
