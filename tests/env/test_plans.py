@@ -271,7 +271,7 @@ def test_the_plain_step_leaves_the_plans_alone_and_the_plan_step_needs_the_isv()
     bare = VectorEnv(prices, features, TEST_INSTRUMENT, CONFIG, seed=2, step_kernel=run_plan_step)
     bare.reset()
     with pytest.raises(FoxhuntError, match="no ISV.*plan_isv"):
-        bare.step(torch.zeros((CONFIG.n_envs, 4), dtype=torch.int64))
+        bare.step(torch.zeros((CONFIG.n_envs, Branch.size()), dtype=torch.int64))
 
 
 def test_a_float32_plan_step_computes_in_float32() -> None:
