@@ -83,7 +83,7 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "mirror (default)": [],
         "mirror+hindsight": ["plugins.hindsight.enabled=true"],
     },
-    "iql": {  # docs/learner.md, "IQL value head": off by default, not yet measured
+    "iql": {  # docs/learner.md, "IQL value head": off by default (measured worse on mean reversion)
         "off (default)": [],
         # c51 gives the value head its default budget (0.10), so the budgets still sum to 1
         "on": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
@@ -106,11 +106,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "uniform (default)": [],
         "quantile": ['learner.atom_spacing="quantile"'],
     },
-    "popart": {  # docs/learner.md, "Robust PopArt": off by default, not yet measured
+    "popart": {  # docs/learner.md, "Robust PopArt": off by default (no better on mean reversion)
         "moments (default)": [],
         "robust": ['learner.popart_stats="robust"'],
     },
-    "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default, not yet measured
+    "targets": {  # docs/learner.md, "Expected-SARSA targets": off by default (worse on mean reversion)
         "greedy (default)": [],
         "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
     },
@@ -121,6 +121,14 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
                                      "plugins.trade_plans.target=0.008"],
         "and a 24-bar horizon": ["plugins.trade_plans.enabled=true", "plugins.trade_plans.stop=0.004",
                                  "plugins.trade_plans.target=0.008", "plugins.trade_plans.horizon=24"],
+    },
+    "mechanisms": {  # four off-by-default learner mechanisms, one at a time against one shared default:
+        # docs/learner.md, "Measured: the IQL head, robust PopArt, Expected-SARSA targets and hindsight"
+        "default": [],
+        "iql": ["plugins.iql.enabled=true", "learner.budgets.c51=0.3"],
+        "robust popart": ['learner.popart_stats="robust"'],
+        "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
+        "hindsight": ["plugins.hindsight.enabled=true"],
     },
     "conviction": {  # docs/learner.md, "Conviction floor" and "Conviction spread": both off by default
         "off (default)": [],

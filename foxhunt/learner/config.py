@@ -139,11 +139,11 @@ class LearnerConfig:
     popart_beta: float = attrs.field(default=3e-4, validator=_unit)  # EMA rate of the return statistics
     popart_sigma_min: float = attrs.field(default=1e-4, validator=_positive_finite)
     # which statistics PopArt tracks: "moments" (mean and second moment) or "robust" (running median and
-    # interquartile range); robust is off by default, not yet measured (docs/learner.md, "Robust PopArt")
+    # interquartile range); robust is off by default, no better on mean reversion (docs/learner.md, "Robust PopArt")
     popart_stats: str = attrs.field(default="moments", validator=attrs.validators.in_(("moments", "robust")))
     # the policy the bootstrap targets follow at the next state: "greedy" (double DQN: the online net's argmax) or
     # "expected_sarsa" (the expectation under softmax(Q/τ) per branch, τ the sarsa.temperature ISV slot); off by
-    # default, not yet measured (docs/learner.md, "Expected-SARSA targets")
+    # default, worse on mean reversion (docs/learner.md, "Expected-SARSA targets")
     target_policy: str = attrs.field(default="greedy", validator=attrs.validators.in_(("greedy", "expected_sarsa")))
     # acting only: HOLD on the direction branch gets this many PopArt σ of expected Q added, so the agent trades only
     # when a direction beats holding by more; 0 (the default) is off (docs/learner.md, "Conviction floor": 0.25 stopped
