@@ -113,5 +113,9 @@ def compiled_pieces() -> UpdatePieces:
 
     On first use: torch.compile imports dynamo, which would double every ``foxhunt`` command's start-up.
     ``fullgraph``: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run.
+    ``options``: the split-K pass for the weight-gradient GEMMs on CUDA (:mod:`foxhunt.learner.split_k`).
     """
-    return UpdatePieces(*(torch.compile(piece, fullgraph=True, dynamic=False) for piece in _PIECE_FUNCTIONS))
+    from foxhunt.learner import split_k  # imports inductor: on first use only, as torch.compile does
+
+    return UpdatePieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=split_k.COMPILE_OPTIONS)
+                          for piece in _PIECE_FUNCTIONS))
