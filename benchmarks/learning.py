@@ -130,6 +130,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "expected_sarsa": ['learner.target_policy="expected_sarsa"'],
         "hindsight": ["plugins.hindsight.enabled=true"],
     },
+    "bars": {  # docs/data.md, "Volume bars": time bars by default. The threshold is EUR/USD's scale (hourly volume
+        # ~1e8-1e10), so this ablation is meant for --datasets eurusd
+        "time (default)": [],
+        "volume 2e9": ['data.bars="volume"', "data.volume_per_bar=2e9"],
+    },
     "conviction": {  # docs/learner.md, "Conviction floor" and "Conviction spread": both off by default
         "off (default)": [],
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
