@@ -266,6 +266,16 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _report(variant: str | None, run: dict[str, Any], done: int, total: int) -> None:
+    """One line on stderr per finished run, so a long ablation shows its progress and its numbers as they come."""
+    oracle = run.get("oracle") or {}
+    ratio = (f"  agent/oracle {run['agent']['sharpe'] / oracle['sharpe']:+.2f}"
+             if oracle.get("sharpe", 0.0) > 0 else "")
+    label = f"{variant} " if variant else ""
+    print(f"# [{done}/{total}] {label}{run['dataset']} seed {run['seed']}: Sharpe {run['agent']['sharpe']:+.2f}"
+          f"{ratio}, {run['agent']['round_trips']} round trips, {run['wall_s']:.0f} s", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -295,9 +305,15 @@ def main() -> None:
         # spawn: a forked child would inherit torch's and numba's thread pools in an undefined state.
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
-            runs = list(pool.map(run_once, *zip(*jobs)))
+            futures = [pool.submit(run_once, *job) for job in jobs]
+            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                _report(labelled[futures.index(future)][0], future.result(), done, len(jobs))
+            runs = [future.result() for future in futures]
     else:
-        runs = [run_once(*job) for job in jobs]
+        runs = []
+        for variant, job in labelled:
+            runs.append(run_once(*job))
+            _report(variant, runs[-1], len(runs), len(jobs))
     if args.ablation:
         runs = [{**run, "variant": variant} for (variant, _), run in zip(labelled, runs, strict=True)]
     print("\n".join(table_rows(runs)), flush=True)
