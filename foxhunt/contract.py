@@ -57,6 +57,7 @@ __all__ = [
     "AtomKnot",
     "KNOT_LEVELS",
     "KNOT_EVEN_PLACES",
+    "FeatureGroup",
     "GRAD_BALANCE",
     "CQL_ALPHA",
     "CQL_ALPHA_FALLBACK",
@@ -133,6 +134,20 @@ class AtomKnot(DimTable):
 
 
 KNOT_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # in AtomKnot order
+
+
+class FeatureGroup(DimTable):
+    """What an observation column describes, for encoders that weigh kinds of input against each other (the ``vsn``
+    encoder's per-group selection weights). Every feature family names one of the first four; the environment's
+    portfolio columns are ``PORTFOLIO``."""
+
+    MARKET = auto()  # prices, returns, volatility, volume and the calendar of the bars themselves
+    ORDER_FLOW = auto()  # who traded or queued against whom: order-flow and trade imbalances, intensity, depletion
+    BOOK = auto()  # the resting book at the bar close: spread, level sizes, depth imbalances
+    MULTI_TIMEFRAME = auto()  # aggregates over completed blocks of several bars
+    PORTFOLIO = auto()  # the agent's own position and limits (the environment's columns, not a feature family)
+
+
 # Where an even spacing puts each level p, 2p − 1: ``support.knots`` holds each knot's offset from it (0 = even).
 KNOT_EVEN_PLACES: tuple[float, ...] = tuple(2.0 * level - 1.0 for level in KNOT_LEVELS)
 _ATOM_KNOTS = AtomKnot.size()

@@ -171,9 +171,10 @@ FAMILIES: tuple[FeatureDef, ...] = (
                "cumulative depth imbalance of levels 1..d: (sum qb_m - sum qa_m) / (sum qb_m + sum qa_m)"),
     FeatureDef("mlofi", 2, "levels", _mlofi,
                "multi-level order-flow imbalance of levels 1..d over h bars: sum of e_m,s / max(1, sum of "
-               "(qb_m,s + qa_m,s) / 2), e_m,s the level's OFI between bar closes"),
+               "(qb_m,s + qa_m,s) / 2), e_m,s the level's OFI between bar closes", group="order_flow"),
     FeatureDef("qdep", 1, "book", _qdep,
-               "queue depletion over k bars: ln((1 + qb_t) / (1 + qb_(t-k))) - ln((1 + qa_t) / (1 + qa_(t-k)))"),
+               "queue depletion over k bars: ln((1 + qb_t) / (1 + qb_(t-k))) - ln((1 + qa_t) / (1 + qa_(t-k)))",
+               group="order_flow"),
     FeatureDef("aggr", 1, "book+flow", _aggr,
                "aggression ratio over k bars: ln(1 + sum B / sum qa) - ln(1 + sum S / sum qb), a ratio 0 when "
                "its queue sum is 0"),
@@ -183,10 +184,10 @@ FAMILIES: tuple[FeatureDef, ...] = (
     FeatureDef("hawkes_imb", 1, "flow", _hawkes_imbalance,
                "(lambda^B - lambda^S) / (lambda^B + lambda^S), each lambda the hawkes kernel of B or S volume"),
     FeatureDef("mtf_ret", 2, "ohlcv", _mtf_ret,
-               "log return over the last n completed k-bar blocks: ln c_(e_J) - ln c_(e_(J-n))"),
+               "log return over the last n completed k-bar blocks: ln c_(e_J) - ln c_(e_(J-n))", group="multi_timeframe"),
     FeatureDef("mtf_rvol", 2, "ohlcv", _mtf_rvol,
                "per-bar volatility of the last n completed k-bar blocks: sqrt(sum of n squared block returns / (n k))",
-               mirror="even"),
+               mirror="even", group="multi_timeframe"),
 )
 
 # lvl_imb_1 and cdi_10 are the core's book_pressure and depth_imbalance (already in `book`): not repeated.

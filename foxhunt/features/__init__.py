@@ -5,7 +5,7 @@ from __future__ import annotations
 from foxhunt.features.cache import FeatureCache, default_cache_dir
 from foxhunt.features.compute import FeatureMatrix, compute_features
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.library import FEATURES, FeatureDef, parse_feature
+from foxhunt.features.library import FEATURE_GROUPS, FEATURES, FeatureDef, FeatureGroup, parse_feature
 from foxhunt.features.normalize import Normalizer
 from foxhunt.features.sets import FEATURE_CODE_VERSION, FEATURE_SETS, FeatureSet, feature_set
 from foxhunt.features.table import CORE_TABLE, FeatureTable
@@ -13,11 +13,13 @@ from foxhunt.features.table import CORE_TABLE, FeatureTable
 __all__ = [
     "CORE_TABLE",
     "FEATURES",
+    "FEATURE_GROUPS",
     "FEATURE_CODE_VERSION",
     "FEATURE_SETS",
     "FeatureCache",
     "FeatureConfig",
     "FeatureDef",
+    "FeatureGroup",
     "FeatureMatrix",
     "FeatureSet",
     "FeatureTable",

@@ -41,6 +41,7 @@ class FeatureMatrix:
     data_hash: str
     from_cache: bool = False
     parity: tuple[float, ...] = ()
+    groups: tuple[str, ...] = ()  # each column's feature group (FeatureGroup, lower case), from the run's table
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -92,14 +93,15 @@ def compute_features(
     fs = table.resolve(features) if isinstance(features, str) else features
     data_hash = market.content_hash()
     key = cache_key(data_hash, fs.name, fs.version, fs.names, FEATURE_CODE_VERSION, table.key_parts(fs.names))
-    parity = table.parity(fs.names)
+    parity, groups = table.parity(fs.names), table.groups(fs.names)
     if cache is not None:
         cached = cache.get(key, fs.names)
         if cached is not None:
             values, warmup = cached
-            return FeatureMatrix(values, fs.names, warmup, fs, data_hash, from_cache=True, parity=parity)
+            return FeatureMatrix(values, fs.names, warmup, fs, data_hash, from_cache=True, parity=parity,
+                                 groups=groups)
     values, warmup = _compute(market, fs, table)
-    matrix = FeatureMatrix(values, fs.names, warmup, fs, data_hash, parity=parity)
+    matrix = FeatureMatrix(values, fs.names, warmup, fs, data_hash, parity=parity, groups=groups)
     if cache is not None:
         path = cache.put(key, matrix.values, fs.names, warmup)
         if path is not None:  # None: larger than the cache's whole limit, not kept (put says so)

@@ -21,13 +21,23 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from foxhunt.data.market import BOOK, FLOW, MarketData
+from foxhunt.contract import FeatureGroup
 from foxhunt.errors import DataError
 
-__all__ = ["FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity", "known_shape"]
+__all__ = ["FeatureGroup", "FEATURE_GROUPS", "FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity",
+           "known_shape"]
 
 _DAY_S = 86_400
 _CUSUM_DRIFT = 0.5  # kappa: allowance per bar, in standard deviations
 _CUSUM_THRESHOLD = 5.0  # h: a side resets once it reaches h standard deviations
+
+
+# The groups a feature family may name (every one but the portfolio's), by their lower-case names.
+FEATURE_GROUPS: tuple[str, ...] = tuple(group.name.lower() for group in FeatureGroup
+                                        if group is not FeatureGroup.PORTFOLIO)
+# A family that names no group gets the one its data says: bars alone are the market, the book is the book, trades
+# (with or without the book) are order flow.
+_GROUP_OF_NEEDS = {"ohlcv": "market", "book": "book", "levels": "book", "flow": "order_flow", "book+flow": "order_flow"}
 
 
 @attrs.frozen
@@ -47,6 +57,13 @@ class FeatureDef:
     # A plugin family's formula version: part of the cache key of every matrix that uses it (with the plugin's
     # name), so bump it whenever the family's values change. The core's families share FEATURE_CODE_VERSION.
     version: str = attrs.field(default="1", validator=attrs.validators.min_len(1))
+    # Which FeatureGroup the family's columns belong to (one of FEATURE_GROUPS); by default the one its ``needs``
+    # imply: "ohlcv" -> "market", "book"/"levels" -> "book", "flow"/"book+flow" -> "order_flow".
+    group: str = attrs.field(validator=attrs.validators.in_(FEATURE_GROUPS))
+
+    @group.default
+    def _group_of_needs(self) -> str:
+        return _GROUP_OF_NEEDS[self.needs]
 
     @property
     def name(self) -> str:
@@ -270,7 +287,8 @@ FEATURES: dict[str, FeatureDef] = {
         FeatureDef("spread_bps", 0, "book", _spread, "quoted spread at the bar close, in basis points of the mid", mirror="even"),
         FeatureDef("book_pressure", 0, "book", _book_pressure, "(bid size - ask size) / (bid size + ask size) at the best level"),
         FeatureDef("depth_imbalance", 0, "book", _depth_imbalance, "(bid depth - ask depth) / (sum) over ten levels"),
-        FeatureDef("ofi", 1, "book", _ofi, "order-flow imbalance summed over k bars / summed mean best-level size"),
+        FeatureDef("ofi", 1, "book", _ofi, "order-flow imbalance summed over k bars / summed mean best-level size",
+                   group="order_flow"),
         FeatureDef("trade_imbalance", 1, "flow", _trade_imbalance, "(buy - sell) / (buy + sell) aggressor volume over k bars"),
     )
 }

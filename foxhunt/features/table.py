@@ -101,6 +101,10 @@ class FeatureTable:
                 parts.add(f"{feature.base}={owner}@{feature.version}")
         return tuple(sorted(parts))
 
+    def groups(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The :class:`~foxhunt.features.library.FeatureGroup` (lower-case name) of each feature of ``names``."""
+        return tuple(parse_feature(name, self.families)[0].group for name in names)
+
     def parity(self, names: Iterable[str]) -> tuple[float, ...]:
         """-1.0 for each odd feature of ``names``, +1.0 for each even one (the counterfactual mirror's map)."""
         return tuple(-1.0 if parse_feature(name, self.families)[0].mirror == "odd" else 1.0 for name in names)

@@ -419,6 +419,28 @@ class Learner:
         values = self.encoder.diagnostics(self.network.encoder, inputs.to(self.dtype), tuple(feature_names))
         return {str(name): float(value) for name, value in values.items()}
 
+    def write_encoder_slots(self, feature_groups: Sequence[str]) -> None:
+        """Write the encoder's :attr:`Encoder.slot_values` into its ISV slots (nothing when it has none or the replay
+        is empty): at epoch boundaries, before the monitors observe, never inside the step."""
+        encoder = self.encoder
+        if encoder.slot_values is None:
+            return
+        inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS)
+        if inputs.shape[0] == 0:
+            return
+        with torch.no_grad():
+            values = encoder.slot_values(self.network.encoder, inputs.to(self.dtype), tuple(feature_groups))
+        if set(values) != set(encoder.writes):
+            raise LayoutError(f"encoder {encoder.name!r} returned slot values for {sorted(values)}, but its writes "
+                              f"are {sorted(encoder.writes)}: return exactly the slots it names in writes")
+        for name, value in values.items():
+            view = self.isv.view(name)
+            value = torch.as_tensor(value, dtype=view.dtype, device=view.device).reshape(-1)
+            if value.numel() != view.numel():
+                raise LayoutError(f"encoder {encoder.name!r} returned {value.numel()} values for ISV slot {name!r}, "
+                                  f"which is {view.numel()} wide")
+            view.copy_(value)
+
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device tensors for monitors and metrics (read them outside the step)."""
         out: dict[str, torch.Tensor] = {}

@@ -258,7 +258,7 @@ class Replay(nn.Module):
         written = int(self.written)
         steps = min(written, self.rows, max(1, limit // self.n_envs))
         rows = torch.remainder(torch.arange(written - steps, written, device=self.obs.device), self.rows)
-        obs = self.obs[rows].reshape(steps * self.n_envs, -1)
+        obs = self.obs[rows].reshape(steps * self.n_envs, self.obs.shape[-1])  # 0 rows before the first add
         if self.window > 1:  # the windows, gathered as sampling gathers them
             obs = window_input(obs, self.bars[rows].reshape(-1), self.window_features, self.window)
         return obs

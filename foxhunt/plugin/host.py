@@ -459,7 +459,11 @@ class PluginHost:
     def encoders(self, config: Any) -> list[Encoder]:
         """Every encoder of the loaded plugins (the core's ``mlp`` among them when the core is registered);
         ``[learner] encoder`` picks one (:func:`foxhunt.learner.select_encoder`)."""
-        return [item for _, item in self._collect("foxhunt_encoders", Encoder, config)]
+        collected = self._collect("foxhunt_encoders", Encoder, config)
+        problems = self._undeclared_writes(collected, "encoder")
+        if problems:
+            raise PluginError(problems)
+        return [item for _, item in collected]
 
     def replay_augmentations(self, config: Any) -> list[ReplayAugmentation]:
         """Every replay augmentation the loaded plugins switch on, in the order the replay applies them (by name)."""
@@ -482,22 +486,25 @@ class PluginHost:
 
     def kernels(self, config: Any) -> list[Kernel]:
         collected = self._collect("foxhunt_kernels", Kernel, config)
-        layout = self.registries.layout
-        problems = self._unprovided_reads(collected, "kernel")
-        for owner, kernel in collected:
-            for slot_name in kernel.writes:
-                if slot_name not in layout.offsets or layout.slot(slot_name).owner != owner:
-                    info = self.plugins[owner]
-                    problems.append(
-                        PluginProblem(
-                            info.name, info.distribution, info.version,
-                            f"kernel {kernel.name!r} writes ISV slot {slot_name!r}, which plugin {owner!r} did not declare",
-                        )
-                    )
+        problems = self._unprovided_reads(collected, "kernel") + self._undeclared_writes(collected, "kernel")
         if problems:
             raise PluginError(problems)
         self.kernel_owners = {kernel.name: owner for owner, kernel in collected}
         return [kernel for _, kernel in collected]
+
+    def _undeclared_writes(self, collected: list[tuple[str, Any]], kind: str) -> list[PluginProblem]:
+        """A problem for each slot a record ``writes`` that its own plugin did not declare."""
+        layout = self.registries.layout
+        problems = []
+        for owner, item in collected:
+            for slot_name in item.writes:
+                if slot_name not in layout.offsets or layout.slot(slot_name).owner != owner:
+                    info = self.plugins[owner]
+                    problems.append(PluginProblem(
+                        info.name, info.distribution, info.version,
+                        f"{kind} {item.name!r} writes ISV slot {slot_name!r}, which plugin {owner!r} did not declare",
+                    ))
+        return problems
 
     def monitors(self, config: Any) -> list[AdaptiveMonitor]:
         """Every monitor, each refused unless its own plugin declared its statistics entry ``monitor.<name>``."""

@@ -223,6 +223,15 @@ class Encoder:
     ``[N, window × n_features + portfolio_width]``) and the names of the ``n_features`` feature columns, and
     writes the result into that epoch's ``metrics.jsonl`` row under ``encoder`` (e.g. the ``vsn`` encoder's
     mean selection weight per feature). Outside the training step, so it may synchronise.
+
+    ``slot_values(module, inputs, feature_groups)``, optional: what the encoder writes into ISV slots at every
+    epoch boundary, before the monitors observe, as ``{slot name: values}`` (a tensor or sequence as wide as the
+    slot). ``inputs`` are the same rows as the diagnostics'; ``feature_groups`` names each feature column's
+    :class:`foxhunt.contract.FeatureGroup` in lower case (``"market"``, ``"order_flow"``, ...). ``writes`` names
+    every slot it returns: each must be declared by the encoder's own plugin (the host refuses one it did not
+    declare, as for a kernel), and the learner refuses a result whose names are not exactly ``writes`` or whose
+    width is not the slot's. A monitor of the same plugin that reads the slots puts them in the ``health_diag``
+    log, the Prometheus gauges and the report (the ``vsn`` encoder's per-group selection weights).
     """
 
     name: str = attrs.field(validator=_dotted_name)
@@ -232,6 +241,15 @@ class Encoder:
     settings: Any = None
     diagnostics: Callable[[Any, Any, tuple[str, ...]], Mapping[str, float]] | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.is_callable()))
+    slot_values: Callable[[Any, Any, tuple[str, ...]], Mapping[str, Any]] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.is_callable()))
+    writes: tuple[str, ...] = attrs.field(default=(), converter=_names)
+
+    @writes.validator
+    def _writes_with_slot_values(self, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+        if bool(value) != (self.slot_values is not None):
+            raise ValueError(f"encoder {self.name!r}: slot_values and writes come together (slot_values "
+                             f"{'given' if self.slot_values is not None else 'missing'}, writes {list(value)})")
 
 
 # How many of the replay's newest transitions an encoder's diagnostics read at an epoch boundary.

@@ -60,6 +60,7 @@ __all__ = [
     "default_audit_dirs",
     "installed_components",
     "check",
+    "component_views",
     "switched_on",
     "missing",
     "dim_tables",
@@ -163,6 +164,22 @@ def default_audit_dirs() -> list[Path]:
     return found
 
 
+def component_views(host: PluginHost, config: Any) -> list[tuple[Any, dict[str, Any] | None]]:
+    """``(config, settings)`` pairs to ask the component hooks with, so every component shows itself: the run's
+    own, every ``enabled`` switch on, and then each other encoder selected (an encoder plugin's monitor, for
+    example, exists only in runs that select its encoder)."""
+    on = switched_on(host)
+    views: list[tuple[Any, dict[str, Any] | None]] = [(config, None), (config, on)]
+    try:
+        encoders = [item.name for kind, _, item in host.components(config, on) if kind == "encoder"]
+    except PluginError:
+        return views  # a failing hook is reported by whoever asks these views
+    for name in encoders:
+        if name != config.learner.encoder:
+            views.append((attrs.evolve(config, learner=attrs.evolve(config.learner, encoder=name)), on))
+    return views
+
+
 def switched_on(host: PluginHost) -> dict[str, Any]:
     """Each plugin's settings with its ``enabled`` switch on, where it has one: opt-in components show themselves."""
     return {
@@ -211,9 +228,9 @@ def installed_components(config: Any = None, host: PluginHost | None = None) -> 
         return components, [f"the plugins cannot be frozen, so their components cannot be listed and no audit row "
                             f"was checked; {error}"], host
     owners: dict[str, tuple[str, str]] = {}
-    for settings in (None, switched_on(host)):
+    for view, settings in component_views(host, config):
         try:
-            owners.update(host.component_owners(config, settings))
+            owners.update(host.component_owners(view, settings))
         except PluginError as error:
             problems.append(f"a component hook failed, so its components cannot be listed:\n{error}")
     for name, (kind, plugin) in sorted(owners.items()):
@@ -292,11 +309,11 @@ def _unread_slot_problems(host: PluginHost, config: Any, plugins: Sequence[str])
     """Slots a kernel writes and no component or core module reads (of ``plugins`` only, when named)."""
     config = config if config is not None else FoxhuntConfig()
     components = []
-    for settings in (None, switched_on(host)):
-        try:
-            components += host.components(config, settings)
-        except PluginError:
-            return []  # a hook that fails is reported already by installed_components; its readers are unknown
+    try:
+        for view, settings in component_views(host, config):
+            components += host.components(view, settings)
+    except PluginError:
+        return []  # a hook that fails is reported already by installed_components; its readers are unknown
     return [
         unread_problem(use, host.plugins[use.owner])
         for use in unread_slots(host.registries.layout, components)

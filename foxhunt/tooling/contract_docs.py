@@ -33,14 +33,14 @@ def adaptive_doc_path() -> Path:
 
 def builtin_components() -> list[tuple[str, str, Any]]:
     """``(kind, plugin, record)`` of every component of the built-in plugins, opt-in ones switched on."""
-    from foxhunt.tooling.audit import switched_on
+    from foxhunt.tooling.audit import component_views
     from foxhunt.config import FoxhuntConfig
     from foxhunt.plugin.host import PluginHost
 
     host = PluginHost.builtin().discover().declare()
     host.freeze()
     config = FoxhuntConfig()
-    return host.components(config) + host.components(config, switched_on(host))
+    return [found for view, settings in component_views(host, config) for found in host.components(view, settings)]
 
 
 def _markers(table: str) -> tuple[str, str]:

@@ -66,7 +66,7 @@ def readers_by_name(components: Iterable[tuple[str, str, Any]]) -> dict[str, set
 
 
 def unread_slots(layout: Any, components: Iterable[tuple[str, str, Any]]) -> list[SlotUse]:
-    """Slots some kernel writes and nothing reads."""
+    """Slots some kernel or encoder writes and nothing reads."""
     return [use for use in slot_uses(layout, components) if use.writers and not use.readers]
 
 

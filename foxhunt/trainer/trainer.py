@@ -373,6 +373,7 @@ class Trainer:
             stats = self._collect_and_learn(epoch, progress)
             self._stop_on_fault(fold.index, epoch, position)
             self._run_kernels(KernelPoint.EPOCH)
+            self.learner.write_encoder_slots(self.data.features.groups)  # an encoder's slots, before monitors read
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
             result = self.backtests.agent(self.learner.act_values, self.features,

@@ -35,6 +35,13 @@ the forward's own computation, not a second model. Each epoch's ``metrics.jsonl`
 the replay's newest transitions, one number per variable named ``selection.<feature>`` and
 ``selection.portfolio``, under ``encoder`` (:func:`selection_diagnostics`, the record's ``diagnostics``).
 
+Per group. Each feature column belongs to a :class:`foxhunt.contract.FeatureGroup` (its family's: market, order
+flow, book, multi-timeframe), and the portfolio variable is the ``PORTFOLIO`` group. At every epoch boundary the
+learner writes the mean over those same rows of each group's summed selection weight into the ISV slot
+``vsn.group_selection`` (``[FeatureGroup]``, 0 for a group the run has no column of; they sum to 1), and this
+plugin's ``vsn.selection`` monitor reads it, which puts the weights in the ``health_diag`` log, the Prometheus gauges and the
+report: how much the agent leans on the book against the bars, epoch by epoch (:func:`group_selection`).
+
 The encoder keeps no state between steps: its only state is its parameters, which are the network's (the
 learner's ``learner.network`` entry and its target copy). Settings (``[plugins.vsn]``): ``width`` (16, at least
 2: a layer norm over one value is always 0). Off by default: ``[learner] encoder = "vsn"`` selects it
@@ -43,18 +50,22 @@ learner's ``learner.network`` entry and its target copy). Settings (``[plugins.v
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import torch
 from torch import nn
 
-from foxhunt import Encoder, Registrar, hookimpl
+from foxhunt import MONITOR_STATE_PREFIX, AdaptiveMonitor, Encoder, Registrar, ResetCategory, hookimpl, reset_monitor
+from foxhunt.contract import FeatureGroup
 from foxhunt.learner import BatchedLinear
 from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, at_least
 
-__all__ = ["NAME", "VariableSelectionEncoder", "VsnSettings", "selection_diagnostics", "foxhunt_declare",
-           "foxhunt_encoders"]
+__all__ = ["NAME", "GROUP_SELECTION", "VariableSelectionEncoder", "VsnSettings", "VsnMonitor", "selection_diagnostics",
+           "group_selection", "group_slot_values", "foxhunt_declare", "foxhunt_encoders", "foxhunt_monitors"]
 
 NAME = "vsn"
+GROUP_SELECTION = "vsn.group_selection"  # [FeatureGroup]: mean selection weight of each group's variables
 
 
 @attrs.frozen
@@ -121,14 +132,57 @@ def selection_diagnostics(module: VariableSelectionEncoder, inputs: torch.Tensor
     return dict(zip(names, means, strict=True))
 
 
+def group_selection(weights: torch.Tensor, feature_groups: tuple[str, ...]) -> torch.Tensor:
+    """Selection weights ``v [B, F + 1]`` (feature columns, then the portfolio) -> the batch mean of each
+    :class:`FeatureGroup`'s summed weight ``[FeatureGroup]``: column ``j`` counts for group
+    ``feature_groups[j]`` (lower-case names), the last for ``PORTFOLIO``; a group with no column gets 0."""
+    if weights.shape[-1] != len(feature_groups) + 1:
+        raise ValueError(f"the vsn encoder selects among {weights.shape[-1]} variables, but {len(feature_groups)} "
+                         f"feature groups (+ the portfolio) were given: {list(feature_groups)}")
+    index = [FeatureGroup[group.upper()] for group in feature_groups] + [FeatureGroup.PORTFOLIO]
+    membership = torch.zeros(len(index), FeatureGroup.size(), dtype=weights.dtype, device=weights.device)
+    membership[torch.arange(len(index)), torch.tensor(index)] = 1.0  # [V, FeatureGroup]
+    return weights.mean(0) @ membership
+
+
+def group_slot_values(module: VariableSelectionEncoder, inputs: torch.Tensor,
+                      feature_groups: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """The ``Encoder.slot_values`` of ``vsn``: :func:`group_selection` of the selection weights of ``inputs``."""
+    return {GROUP_SELECTION: group_selection(module.selection_weights(inputs), feature_groups)}
+
+
+class VsnMonitor(AdaptiveMonitor):
+    """Observes the per-group selection weights (one gauge per :class:`FeatureGroup`)."""
+
+    name = "vsn.selection"
+    reads = (GROUP_SELECTION,)
+    labels = {GROUP_SELECTION: tuple(group.lower() for group in FeatureGroup.names())}
+
+
 @hookimpl
 def foxhunt_declare(registrar: Registrar) -> None:
     registrar.settings(VsnSettings)
+    registrar.dims(FeatureGroup)
+    # Declared whether or not vsn is the run's encoder: a layout depends on the code alone, so choosing the encoder
+    # never changes a run's fingerprint. Another encoder leaves it at 0.
+    registrar.slot(GROUP_SELECTION, width=FeatureGroup.size(), init=0.0,
+                   doc="mean vsn selection weight of each feature group [FeatureGroup] (written at epoch boundaries)")
+    registrar.state(GROUP_SELECTION, ResetCategory.FOLD_RESET, doc="rewritten from the network at every epoch boundary")
+    # The monitor exists only in runs that select vsn, so its counts are kept for the run (a resetting entry must
+    # have its monitor attached in every run).
+    registrar.state(MONITOR_STATE_PREFIX + VsnMonitor.name, ResetCategory.TRAINING_PERSIST, reset=reset_monitor,
+                    doc="how often the vsn group weights changed, over the run")
 
 
 @hookimpl
 def foxhunt_encoders(settings: VsnSettings) -> list[Encoder]:
     return [Encoder(name=NAME, window=1, build=build, settings=settings, diagnostics=selection_diagnostics,
+                    slot_values=group_slot_values, writes=(GROUP_SELECTION,),
                     description="a variable selection network (the Temporal Fusion Transformer's, from gated "
                                 "residual networks) over one bar: each feature and the portfolio a variable, "
                                 "softmax-weighted, then the portfolio")]
+
+
+@hookimpl
+def foxhunt_monitors(config: Any) -> list[AdaptiveMonitor]:
+    return [VsnMonitor()] if config.learner.encoder == NAME else []

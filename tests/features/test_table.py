@@ -123,6 +123,21 @@ def test_the_matrix_carries_each_columns_parity() -> None:
     assert matrix.parity == (-1.0, 1.0, 1.0)
 
 
+def test_the_matrix_carries_each_columns_group_named_or_implied_by_its_needs() -> None:
+    intensity = attrs.evolve(TWICE, base="blocks", group="multi_timeframe")
+    table, _ = FeatureTable.compose([("doubler", TWICE), ("doubler", intensity)])
+    matrix = compute_features(MARKET, FeatureSet("mixed", "1", ("twice_2", "blocks_2", "rvol_4")), table=table)
+    assert TWICE.group == "market"  # an "ohlcv" family that names no group
+    assert matrix.groups == ("market", "multi_timeframe", "market")
+    assert CORE_TABLE.groups(("ofi_4", "trade_imbalance_4", "spread_bps", "ret_1")) == (
+        "order_flow", "order_flow", "book", "market")  # ofi reads the book but measures order flow
+    implied = {"ohlcv": "market", "book": "book", "levels": "book", "flow": "order_flow", "book+flow": "order_flow"}
+    for needs, group in implied.items():
+        assert FeatureDef("probe", 1, needs, TWICE.compute, "probe").group == group
+    with pytest.raises(ValueError, match="group"):
+        attrs.evolve(TWICE, group="sentiment")
+
+
 def test_feature_config_checks_core_shapes_only() -> None:
     assert FeatureConfig(names=("twice_3", "ret_2")).names == ("twice_3", "ret_2")  # maybe a plugin's: checked later
     with pytest.raises(ValueError, match="ret takes 1 positive integer"):

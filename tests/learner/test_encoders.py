@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 from hypothesis import given, settings
@@ -22,12 +23,13 @@ from foxhunt.actions import Branch, branch_sizes
 from foxhunt.tooling.audit import parse_rows
 from foxhunt.checkpoint_backtest import backtest_checkpoint, load_policy
 from foxhunt.env.tables import PortfolioObs
-from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.errors import CheckpointError, ConfigError, LayoutError
 from foxhunt.learner import MLP_ENCODER, Batch, Learner, Replay, ReplayConfig, select_encoder, window_input
 from foxhunt.learner.encoders import window_indices
 from foxhunt.plugin.host import ENTRY_POINT_GROUP
 from foxhunt.policy_export import export_policy
-from foxhunt_plugins.encoders import attention, scan
+from foxhunt.isv import ISV
+from foxhunt_plugins.encoders import attention, scan, vsn
 
 PORTFOLIO = 3  # a portfolio width for the unit tests (the environment's is PortfolioObs.size())
 
@@ -187,6 +189,35 @@ def fill_windowed(learner: Learner, features: torch.Tensor, steps: int = 20) -> 
     return obs, bars
 
 
+def test_the_learner_writes_an_encoders_slot_values_and_refuses_a_wrong_name_or_width(kit) -> None:
+    """``Encoder.slot_values`` at an epoch boundary: written into the ISV; names other than ``writes``, or a value
+    not as wide as its slot, stop with the encoder and the slot named."""
+    returned: dict = {}
+
+    def slot_values(module, inputs, feature_groups):
+        assert feature_groups == ("market", "book") and inputs.shape[1] == kit.obs_dim
+        return dict(returned)
+
+    slot = vsn.GROUP_SELECTION  # a slot five wide, declared by the vsn plugin
+    encoder = attrs.evolve(MLP_ENCODER, slot_values=slot_values, writes=(slot,))
+    host, registries = kit.frozen_host(extra=[(vsn, vsn.NAME)])
+    config = kit.small_config()
+    learner = Learner(config, registries.layout, ISV(registries.layout, "cpu"), host.loss_components(config),
+                      kit.obs_dim, "cpu", 0, n_envs=kit.n_envs, encoders=[encoder], n_features=2)
+    returned[slot] = torch.arange(5.0)
+    learner.write_encoder_slots(("market", "book"))  # an empty replay: nothing to read, nothing written
+    assert learner.isv.view(slot).tolist() == [0.0] * 5
+    kit.fill_replay(learner, 4)
+    learner.write_encoder_slots(("market", "book"))
+    assert learner.isv.view(slot).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    returned[slot] = [0.5, 0.5]
+    with pytest.raises(LayoutError, match=f"encoder 'mlp' returned 2 values for ISV slot '{slot}', which is 5 wide"):
+        learner.write_encoder_slots(("market", "book"))
+    returned.clear()
+    with pytest.raises(LayoutError, match=rf"encoder 'mlp' returned slot values for \[\], but its writes are \['{slot}'\]"):
+        learner.write_encoder_slots(("market", "book"))
+
+
 @pytest.mark.parametrize("encoder", ["attention", "scan"])
 def test_a_learner_with_a_window_encoder_acts_and_updates_on_windows(kit, encoder: str) -> None:
     learner = small_learner(kit, None, encoder=encoder)
@@ -246,7 +277,7 @@ def test_the_default_learner_builds_todays_network(kit) -> None:
 # and fails on a change to what the run computes: a learning rate 1 % off moves a statistic by 1.5e-4.
 PINNED_DEFAULT_RUN = Path(__file__).with_name("pinned_default_run.json")
 PIN_RELATIVE = 1e-5
-SLOTS_NEWER_THAN_THE_PIN = {"iql", "expected_sarsa", "auxiliary", "quantiles", "horizon_values", "trade_plans"}  # owners
+SLOTS_NEWER_THAN_THE_PIN = {"iql", "expected_sarsa", "auxiliary", "quantiles", "horizon_values", "trade_plans", "vsn"}  # owners
 SLOT_NAMES_NEWER_THAN_THE_PIN = {"support.knots"}  # slots of plugins older than the pin
 ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
 # The pinned run was recorded at the config classes' learning values; the CPU profile has its own since (the

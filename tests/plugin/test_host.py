@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from foxhunt import AdaptiveMonitor, GradientCombiner, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
+from foxhunt import AdaptiveMonitor, Encoder, GradientCombiner, Kernel, LossComponent, PluginHost, PluginSelection, hookimpl
 from foxhunt.errors import LifecycleError, PluginError, PluginProblem
 from foxhunt.isv import FINGERPRINT_SLOT
 from foxhunt.monitoring.monitors import reset_monitor
@@ -259,6 +259,36 @@ def test_kernel_may_write_only_its_own_plugins_slots() -> None:
         "[grabby from grabby-dist 1.0] kernel 'grabby.kernel' writes ISV slot 'theirs.value', "
         "which plugin 'grabby' did not declare"
     )
+
+
+def test_an_encoder_may_write_only_its_own_plugins_slots() -> None:
+    def encoder(writes: str) -> Encoder:
+        return Encoder("grabby.encoder", 1, lambda *args: None, "writes a slot", slot_values=lambda *args: {},
+                       writes=[writes])
+
+    host = host_with(
+        ("theirs", slot_plugin("theirs.value")),
+        ("grabby", plugin("grabby_plugin", foxhunt_encoders=lambda config: [encoder("theirs.value")])),
+    )
+    host.declare().freeze()
+    with pytest.raises(PluginError) as caught:
+        host.encoders(config=None)
+    assert str(caught.value.problems[0]) == (
+        "[grabby from grabby-dist 1.0] encoder 'grabby.encoder' writes ISV slot 'theirs.value', "
+        "which plugin 'grabby' did not declare"
+    )
+    own = slot_plugin("grabby.value")
+    own.foxhunt_encoders = hookimpl(lambda config: [encoder("grabby.value")])
+    host = host_with(("grabby", own))
+    host.declare().freeze()
+    assert [item.writes for item in host.encoders(config=None)] == [("grabby.value",)]
+
+
+def test_an_encoder_names_its_slots_exactly_when_it_writes_them() -> None:
+    with pytest.raises(ValueError, match="slot_values and writes come together"):
+        Encoder("lonely.encoder", 1, lambda *args: None, "no writes", slot_values=lambda *args: {})
+    with pytest.raises(ValueError, match="slot_values and writes come together"):
+        Encoder("lonely.encoder", 1, lambda *args: None, "no values", writes=["lonely.value"])
 
 
 def test_gradient_combiners_are_collected_and_a_name_taken_twice_is_refused() -> None:

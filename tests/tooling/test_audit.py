@@ -225,6 +225,16 @@ def test_a_monitor_reading_the_slot_is_its_reader():
     assert any("'writer.value'" in p and "read by nothing" in p for p in unread.problems)
 
 
+def test_an_encoders_own_monitor_is_found_with_that_encoder_selected(tmp_path):
+    """The vsn plugin returns its monitor only in runs that select vsn: the audit asks with each encoder selected,
+    so the monitor needs its row and counts as the reader of the slot the encoder writes."""
+    from foxhunt_plugins.encoders import vsn
+
+    report = check([audits(tmp_path, "")], host=make_host((vsn, vsn.NAME)))
+    assert {c.name for c in report.missing} >= {"vsn", "vsn.selection"}
+    assert [p for p in report.problems if "read by nothing" in p] == []
+
+
 def test_the_checkouts_tables_are_found_from_any_working_directory(tmp_path):
     # the checkout's docs/audits is found from the module's own place in the tree, not from where the command runs
     code = "from foxhunt.tooling.audit import default_audit_dirs; print(*default_audit_dirs(), sep=chr(10))"

@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from trainer_testkit import TINY, invoke, train_args
 
 from foxhunt.checkpoint_backtest import load_policy
+from foxhunt.config import load_config
+from foxhunt.contract import FeatureGroup
+from foxhunt.features import FEATURE_GROUPS
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.learner import BranchingNetwork, LearnerConfig
 from foxhunt.plugin.host import ENTRY_POINT_GROUP
@@ -209,6 +212,8 @@ def test_a_run_selects_the_encoder_by_name_and_its_checkpoint_gives_selection_we
         assert weights.shape == (5, policy.n_features + 1)
         torch.testing.assert_close(weights.sum(-1), torch.ones(5))
         names = policy.metadata["feature_set"]["names"]  # the run's feature columns, in order
+        # the saved ISV holds the last epoch's per-group weights: the default inputs are all market columns
+        groups = dict(zip(FeatureGroup.names(), policy.isv.view(vsn.GROUP_SELECTION).tolist(), strict=True))
     finally:
         loaded.host.close()
     # every epoch's metrics row names each variable's mean selection weight: one per feature, then the portfolio
@@ -218,6 +223,12 @@ def test_a_run_selects_the_encoder_by_name_and_its_checkpoint_gives_selection_we
     assert len(names) == policy.n_features
     assert all(0.0 < value < 1.0 for value in selection.values())
     assert math.isclose(sum(selection.values()), 1.0, rel_tol=1e-5)
+    assert math.isclose(groups["MARKET"], sum(selection[f"selection.{name}"] for name in names), rel_tol=1e-4)
+    assert math.isclose(groups["PORTFOLIO"], selection["selection.portfolio"], rel_tol=1e-4)
+    assert groups["ORDER_FLOW"] == groups["BOOK"] == groups["MULTI_TIMEFRAME"] == 0.0
+    # the plugin's monitor reads the slot, so the weights reach the health_diag log, Prometheus and the report
+    (snapshot,) = [snapshot for snapshot in row["diagnostics"] if snapshot["name"] == "vsn.selection"]
+    assert snapshot["values"]["vsn.group_selection[portfolio]"] == pytest.approx(groups["PORTFOLIO"], rel=1e-5)
 
 
 def test_the_diagnostics_are_the_mean_selection_weight_of_each_named_variable() -> None:
@@ -232,6 +243,37 @@ def test_the_diagnostics_are_the_mean_selection_weight_of_each_named_variable() 
     torch.testing.assert_close(torch.tensor(list(values.values())), want)
     with pytest.raises(ValueError, match="4 variables, but 2 feature names"):
         record.diagnostics(encoder, x, ("ret_1", "boll_256"))
+
+
+@given(seed=st.integers(0, 10_000), groups=st.lists(st.sampled_from(FEATURE_GROUPS), min_size=1, max_size=6),
+       batch=st.integers(1, 5))
+def test_group_selection_is_each_groups_summed_weight_against_a_float64_loop(seed: int, groups: list[str],
+                                                                           batch: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.softmax(torch.randn(batch, len(groups) + 1, generator=generator, dtype=torch.float64), -1)
+    got = vsn.group_selection(weights.float(), tuple(groups))
+    want = [0.0] * FeatureGroup.size()
+    for sample in weights.tolist():
+        for j, value in enumerate(sample):
+            group = FeatureGroup[groups[j].upper()] if j < len(groups) else FeatureGroup.PORTFOLIO
+            want[group] += value / batch
+    torch.testing.assert_close(got.double(), torch.tensor(want, dtype=torch.float64), rtol=1e-5, atol=1e-6)
+    assert math.isclose(float(got.sum()), 1.0, rel_tol=1e-5)
+
+
+def test_the_record_writes_its_declared_slot_and_a_mismatch_is_named() -> None:
+    (record,) = vsn.foxhunt_encoders(vsn.VsnSettings(width=4))
+    assert record.writes == (vsn.GROUP_SELECTION,)
+    encoder = vsn.build(2, 3, vsn.VsnSettings(width=4))
+    values = record.slot_values(encoder, torch.randn(8, 5), ("market", "order_flow"))
+    assert set(values) == {vsn.GROUP_SELECTION} and values[vsn.GROUP_SELECTION].shape == (FeatureGroup.size(),)
+    with pytest.raises(ValueError, match="3 variables, but 1 feature groups"):
+        record.slot_values(encoder, torch.randn(8, 5), ("market",))
+
+
+def test_the_monitor_is_there_only_when_vsn_is_the_encoder() -> None:
+    assert [m.name for m in vsn.foxhunt_monitors(load_config(None, ['learner.encoder="vsn"']))] == ["vsn.selection"]
+    assert vsn.foxhunt_monitors(load_config(None, [])) == []
 
 
 def test_a_bad_setting_stops_the_run_naming_it(tmp_path: Path) -> None:
