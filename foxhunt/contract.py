@@ -70,6 +70,7 @@ __all__ = [
     "SARSA_TEMPERATURE_FALLBACK",
     "PLAN_PARAMS",
     "PLAN_THRESHOLD",
+    "VSN_GROUP_SELECTION",
     # signals
     "Q_MEAN",
     "Q_STD",
@@ -198,6 +199,8 @@ SARSA_TEMPERATURE_FALLBACK = 1.0
 # Trade plans (the trade_plans plugin): read by its environment kernel, foxhunt.env.plans.run_plan_step.
 PLAN_PARAMS = "trade_plans.params"
 PLAN_THRESHOLD = "trade_plans.threshold"
+# The vsn encoder's per-group selection weights: written by the encoder (Encoder.slot_values), read by its monitor.
+VSN_GROUP_SELECTION = "vsn.group_selection"
 _PLAN_PARAMS_WIDTH = 3  # foxhunt.env.tables.PLAN_PARAM.size(), spelt here: the env package imports this module
 
 # -- signals ----------------------------------------------------------------------------------
@@ -264,6 +267,9 @@ SHARED: tuple[SharedName, ...] = (
           "its gradient budget"),
     _slot(SARSA_TEMPERATURE, "expected_sarsa", "softmax temperature τ of the Expected-SARSA target policy per branch "
           "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
+    # Written at epoch boundaries by the vsn encoder and read by its vsn.selection monitor (runs that select vsn).
+    _slot(VSN_GROUP_SELECTION, "vsn", "mean selection weight of each feature group's variables in the vsn encoder "
+          "(0 for a group the run has no column of; they sum to 1)", width=FeatureGroup.size(), shape="[FeatureGroup]"),
     _slot(PLAN_PARAMS, "trade_plans", "trade plans' stop and target distances (fractions of the entry price) and "
           "horizon (bars), the columns of `foxhunt.env.tables.PLAN_PARAM`; 0 turns one off",
           width=_PLAN_PARAMS_WIDTH, shape="[PLAN_PARAM]"),

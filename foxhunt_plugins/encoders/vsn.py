@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from foxhunt import MONITOR_STATE_PREFIX, AdaptiveMonitor, Encoder, Registrar, ResetCategory, hookimpl, reset_monitor
-from foxhunt.contract import FeatureGroup
+from foxhunt.contract import VSN_GROUP_SELECTION, FeatureGroup
 from foxhunt.learner import BatchedLinear
 from foxhunt_plugins.encoders.gated_residual import MIN_WIDTH, GatedResidualNetwork, at_least
 
@@ -65,7 +65,7 @@ __all__ = ["NAME", "GROUP_SELECTION", "VariableSelectionEncoder", "VsnSettings",
            "group_selection", "group_slot_values", "foxhunt_declare", "foxhunt_encoders", "foxhunt_monitors"]
 
 NAME = "vsn"
-GROUP_SELECTION = "vsn.group_selection"  # [FeatureGroup]: mean selection weight of each group's variables
+GROUP_SELECTION = VSN_GROUP_SELECTION  # [FeatureGroup]: mean selection weight of each group's variables
 
 
 @attrs.frozen
