@@ -26,7 +26,7 @@ PopArt, gradients, recording, after the optimiser), which ``[learner] compile`` 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -408,28 +408,28 @@ class Learner:
         return self.popart.unnormalize_q(q)
 
     @torch.no_grad()
-    def encoder_diagnostics(self, feature_names: Sequence[str]) -> dict[str, float]:
-        """The encoder's own diagnostics (:attr:`Encoder.diagnostics`) on the replay's newest transitions, or
-        ``{}`` when it has none or the replay is empty. Read at epoch boundaries, never inside the step."""
-        if self.encoder.diagnostics is None:
+    def encoder_epoch(self, feature_names: Sequence[str], feature_groups: Sequence[str]) -> dict[str, float]:
+        """The encoder's epoch-boundary work on the replay's newest transitions, read once: its
+        :attr:`Encoder.slot_values` written into its ISV slots (before the monitors observe them), and its
+        :attr:`Encoder.diagnostics` returned (``{}`` when it has none). Nothing when the replay is empty. Outside the
+        step: it reads the replay's write counter on the host."""
+        encoder = self.encoder
+        if encoder.diagnostics is None and encoder.slot_values is None:
             return {}
-        inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS)
+        inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS).to(self.dtype)
         if inputs.shape[0] == 0:
             return {}
-        values = self.encoder.diagnostics(self.network.encoder, inputs.to(self.dtype), tuple(feature_names))
+        if encoder.slot_values is not None:
+            self._write_encoder_slots(encoder.slot_values(self.network.encoder, inputs, tuple(feature_groups)))
+        if encoder.diagnostics is None:
+            return {}
+        values = encoder.diagnostics(self.network.encoder, inputs, tuple(feature_names))
         return {str(name): float(value) for name, value in values.items()}
 
-    def write_encoder_slots(self, feature_groups: Sequence[str]) -> None:
-        """Write the encoder's :attr:`Encoder.slot_values` into its ISV slots (nothing when it has none or the replay
-        is empty): at epoch boundaries, before the monitors observe, never inside the step."""
+    def _write_encoder_slots(self, values: Mapping[str, Any]) -> None:
+        """``values`` into the ISV, refused unless its names are the encoder's ``writes`` and each is as wide as its
+        slot."""
         encoder = self.encoder
-        if encoder.slot_values is None:
-            return
-        inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS)
-        if inputs.shape[0] == 0:
-            return
-        with torch.no_grad():
-            values = encoder.slot_values(self.network.encoder, inputs.to(self.dtype), tuple(feature_groups))
         if set(values) != set(encoder.writes):
             raise LayoutError(f"encoder {encoder.name!r} returned slot values for {sorted(values)}, but its writes "
                               f"are {sorted(encoder.writes)}: return exactly the slots it names in writes")

@@ -20,9 +20,10 @@ __all__ = ["epoch_metrics_row"]
 
 
 def epoch_metrics_row(trainer: Trainer, fold: int, epoch: int, stats: dict[str, float], validation: dict[str, float],
-                      diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+                      diagnostics: list[dict[str, Any]], encoder: dict[str, float]) -> dict[str, Any]:
     """One epoch's ``metrics.jsonl`` row: losses, budgets and gradient norms, the adaptive ISV slots, validation
-    figures, action counts per branch, timings and device memory (``stats``: the epoch's collection timings)."""
+    figures, action counts per branch, timings and device memory (``stats``: the epoch's collection timings;
+    ``encoder``: the encoder's diagnostics, :meth:`foxhunt.learner.Learner.encoder_epoch`)."""
     metrics = {name: tensor.detach().cpu().numpy() for name, tensor in trainer.learner.metrics().items()}
     losses = {name.removeprefix("loss."): float(v) for name, v in metrics.items() if name.startswith("loss.")}
     grad_norms = {name.removeprefix("grad_norm."): float(v) for name, v in metrics.items() if name.startswith("grad_norm.")}
@@ -66,5 +67,5 @@ def epoch_metrics_row(trainer: Trainer, fold: int, epoch: int, stats: dict[str, 
         ),
         "diagnostics": diagnostics,
         # the encoder's own numbers (Encoder.diagnostics, e.g. vsn's selection weights); {} for most encoders
-        "encoder": trainer.learner.encoder_diagnostics(trainer.data.features.names),
+        "encoder": encoder,
     }

@@ -373,7 +373,8 @@ class Trainer:
             stats = self._collect_and_learn(epoch, progress)
             self._stop_on_fault(fold.index, epoch, position)
             self._run_kernels(KernelPoint.EPOCH)
-            self.learner.write_encoder_slots(self.data.features.groups)  # an encoder's slots, before monitors read
+            # the encoder's slots, before the monitors read them, and its diagnostics for the metrics row
+            encoder = self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
             result = self.backtests.agent(self.learner.act_values, self.features,
@@ -387,7 +388,7 @@ class Trainer:
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
             recovery = self._plateau_recovery(fold, epoch, score, validation, is_best)
-            row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics)
+            row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics, encoder)
             if recovery is not None:
                 row["recovery"] = recovery
             self.run_dir.append_metrics(row)

@@ -190,8 +190,9 @@ def fill_windowed(learner: Learner, features: torch.Tensor, steps: int = 20) -> 
 
 
 def test_the_learner_writes_an_encoders_slot_values_and_refuses_a_wrong_name_or_width(kit) -> None:
-    """``Encoder.slot_values`` at an epoch boundary: written into the ISV; names other than ``writes``, or a value
-    not as wide as its slot, stop with the encoder and the slot named."""
+    """``Encoder.slot_values`` at an epoch boundary: written into the ISV (and the diagnostics, none here, are
+    ``{}``); names other than ``writes``, or a value not as wide as its slot, stop with the encoder and the slot
+    named."""
     returned: dict = {}
 
     def slot_values(module, inputs, feature_groups):
@@ -205,17 +206,17 @@ def test_the_learner_writes_an_encoders_slot_values_and_refuses_a_wrong_name_or_
     learner = Learner(config, registries.layout, ISV(registries.layout, "cpu"), host.loss_components(config),
                       kit.obs_dim, "cpu", 0, n_envs=kit.n_envs, encoders=[encoder], n_features=2)
     returned[slot] = torch.arange(5.0)
-    learner.write_encoder_slots(("market", "book"))  # an empty replay: nothing to read, nothing written
+    learner.encoder_epoch(("a", "b"), ("market", "book"))  # an empty replay: nothing to read, nothing written
     assert learner.isv.view(slot).tolist() == [0.0] * 5
     kit.fill_replay(learner, 4)
-    learner.write_encoder_slots(("market", "book"))
+    assert learner.encoder_epoch(("a", "b"), ("market", "book")) == {}
     assert learner.isv.view(slot).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
     returned[slot] = [0.5, 0.5]
     with pytest.raises(LayoutError, match=f"encoder 'mlp' returned 2 values for ISV slot '{slot}', which is 5 wide"):
-        learner.write_encoder_slots(("market", "book"))
+        learner.encoder_epoch(("a", "b"), ("market", "book"))
     returned.clear()
     with pytest.raises(LayoutError, match=rf"encoder 'mlp' returned slot values for \[\], but its writes are \['{slot}'\]"):
-        learner.write_encoder_slots(("market", "book"))
+        learner.encoder_epoch(("a", "b"), ("market", "book"))
 
 
 @pytest.mark.parametrize("encoder", ["attention", "scan"])
