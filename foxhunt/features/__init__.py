@@ -5,7 +5,7 @@ from __future__ import annotations
 from foxhunt.features.cache import FeatureCache, default_cache_dir
 from foxhunt.features.compute import FeatureMatrix, compute_features
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.library import FEATURE_GROUPS, FEATURES, FeatureDef, FeatureGroup, parse_feature
+from foxhunt.features.library import FEATURE_GROUPS, FEATURES, FeatureDef, parse_feature
 from foxhunt.features.normalize import Normalizer
 from foxhunt.features.sets import FEATURE_CODE_VERSION, FEATURE_SETS, FeatureSet, feature_set
 from foxhunt.features.table import CORE_TABLE, FeatureTable
@@ -19,7 +19,6 @@ __all__ = [
     "FeatureCache",
     "FeatureConfig",
     "FeatureDef",
-    "FeatureGroup",
     "FeatureMatrix",
     "FeatureSet",
     "FeatureTable",

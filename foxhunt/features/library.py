@@ -24,8 +24,7 @@ from foxhunt.data.market import BOOK, FLOW, MarketData
 from foxhunt.contract import FeatureGroup
 from foxhunt.errors import DataError
 
-__all__ = ["FeatureGroup", "FEATURE_GROUPS", "FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity",
-           "known_shape"]
+__all__ = ["FEATURE_GROUPS", "FeatureDef", "FEATURES", "parse_feature", "feature_values", "mirror_parity", "known_shape"]
 
 _DAY_S = 86_400
 _CUSUM_DRIFT = 0.5  # kappa: allowance per bar, in standard deviations

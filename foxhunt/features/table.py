@@ -102,7 +102,7 @@ class FeatureTable:
         return tuple(sorted(parts))
 
     def groups(self, names: Iterable[str]) -> tuple[str, ...]:
-        """The :class:`~foxhunt.features.library.FeatureGroup` (lower-case name) of each feature of ``names``."""
+        """The :class:`~foxhunt.contract.FeatureGroup` (lower-case name) of each feature of ``names``."""
         return tuple(parse_feature(name, self.families)[0].group for name in names)
 
     def parity(self, names: Iterable[str]) -> tuple[float, ...]:

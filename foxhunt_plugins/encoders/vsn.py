@@ -39,8 +39,8 @@ Per group. Each feature column belongs to a :class:`foxhunt.contract.FeatureGrou
 flow, book, multi-timeframe), and the portfolio variable is the ``PORTFOLIO`` group. At every epoch boundary the
 learner writes the mean over those same rows of each group's summed selection weight into the ISV slot
 ``vsn.group_selection`` (``[FeatureGroup]``, 0 for a group the run has no column of; they sum to 1), and this
-plugin's ``vsn.selection`` monitor reads it, which puts the weights in the ``health_diag`` log, the Prometheus gauges and the
-report: how much the agent leans on the book against the bars, epoch by epoch (:func:`group_selection`).
+plugin's ``vsn.selection`` monitor reads it, which puts the weights in the ``health_diag`` log, the Prometheus
+gauges and the report: how much the agent leans on the book against the bars, epoch by epoch (:func:`group_selection`).
 
 The encoder keeps no state between steps: its only state is its parameters, which are the network's (the
 learner's ``learner.network`` entry and its target copy). Settings (``[plugins.vsn]``): ``width`` (16, at least
@@ -139,10 +139,10 @@ def group_selection(weights: torch.Tensor, feature_groups: tuple[str, ...]) -> t
     if weights.shape[-1] != len(feature_groups) + 1:
         raise ValueError(f"the vsn encoder selects among {weights.shape[-1]} variables, but {len(feature_groups)} "
                          f"feature groups (+ the portfolio) were given: {list(feature_groups)}")
-    index = [FeatureGroup[group.upper()] for group in feature_groups] + [FeatureGroup.PORTFOLIO]
-    membership = torch.zeros(len(index), FeatureGroup.size(), dtype=weights.dtype, device=weights.device)
-    membership[torch.arange(len(index)), torch.tensor(index)] = 1.0  # [V, FeatureGroup]
-    return weights.mean(0) @ membership
+    index = torch.tensor([*(FeatureGroup[group.upper()] for group in feature_groups), FeatureGroup.PORTFOLIO],
+                         device=weights.device)
+    totals = weights.new_zeros(FeatureGroup.size())
+    return totals.index_add_(0, index, weights.mean(0))
 
 
 def group_slot_values(module: VariableSelectionEncoder, inputs: torch.Tensor,
