@@ -305,9 +305,9 @@ def main() -> None:
         # spawn: a forked child would inherit torch's and numba's thread pools in an undefined state.
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
-            futures = [pool.submit(run_once, *job) for job in jobs]
+            futures = {pool.submit(run_once, *job): variant for variant, job in labelled}  # in labelled order
             for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-                _report(labelled[futures.index(future)][0], future.result(), done, len(jobs))
+                _report(futures[future], future.result(), done, len(jobs))
             runs = [future.result() for future in futures]
     else:
         runs = []
