@@ -12,7 +12,7 @@
     python benchmarks/learning.py --ablation plans         # no trade plans against a stop and target, and a horizon
     python benchmarks/learning.py --ablation execution     # execution credit: off, the regret, regret + shaping, split
     python benchmarks/learning.py --ablation heads         # quantile heads and horizon values, each and both
-    python benchmarks/learning.py --ablation atoms         # even atoms against atoms placed by the targets' quantiles
+    python benchmarks/learning.py --ablation atoms         # even atoms against quantile-placed and learned atoms
     python benchmarks/learning.py --ablation horizons      # 3-step returns, 16-step, and 16 mixed with 3 (n_step_mix)
 
 Each run trains with the default config (plus ``--set`` overrides) and reads the
@@ -105,6 +105,7 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "atoms": {  # docs/learner.md, "Atom spacing": uniform by default
         "uniform (default)": [],
         "quantile": ['learner.atom_spacing="quantile"'],
+        "learned": ['learner.atom_spacing="learned"'],
     },
     "popart": {  # docs/learner.md, "Robust PopArt": off by default (no better on mean reversion)
         "moments (default)": [],

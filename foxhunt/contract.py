@@ -76,6 +76,7 @@ __all__ = [
     "Q_STD",
     "Q_GAP",
     "RETURN_QUANTILES",
+    "KNOT_GRADIENT",
     "GREEDY_SHARE",
     "GRAD_NORM",
     "LOSS",
@@ -124,7 +125,8 @@ _BRANCHES = len(Branch)
 
 class AtomKnot(DimTable):
     """The probability levels of the quantile atom spacing's knots (``KNOT_LEVELS``, in this order): the columns
-    of ``learner.return_quantiles [Branch, AtomKnot]`` and of each branch's row of ``support.knots``. Shared by the
+    of ``learner.return_quantiles [Branch, AtomKnot]``, of ``learner.knot_gradient [Branch, AtomKnot]`` and of each
+    branch's row of ``support.knots``. Shared by the
     learner (:mod:`foxhunt.learner.atoms`) and the support plugin, so it is spelt here."""
 
     P05 = auto()
@@ -208,6 +210,7 @@ Q_MEAN = "learner.q_mean"
 Q_STD = "learner.q_std"
 Q_GAP = "learner.q_gap"
 RETURN_QUANTILES = "learner.return_quantiles"
+KNOT_GRADIENT = "learner.knot_gradient"
 GREEDY_SHARE = "learner.greedy_share"
 GRAD_NORM = "learner.grad_norm"
 LOSS = "learner.loss"
@@ -249,9 +252,9 @@ SHARED: tuple[SharedName, ...] = (
     _slot(SUPPORT_HALF_WIDTH, "support", "half width of the C51 atom support per branch: atoms span centre ± it",
           width=_BRANCHES, core_reader="the learner (atom positions)"),
     _slot(SUPPORT_KNOTS, "support", "where the atoms' quantile knots sit inside each branch's support, as offsets "
-          "from an even spacing [Branch × AtomKnot] (read with [learner] atom_spacing = \"quantile\")",
+          "from an even spacing [Branch × AtomKnot] (read with [learner] atom_spacing = \"quantile\" or \"learned\")",
           width=_BRANCHES * _ATOM_KNOTS, shape="[Branch × AtomKnot]",
-          core_reader="the learner (atom positions, quantile spacing)"),
+          core_reader="the learner (atom positions, quantile and learned spacings)"),
     _slot(GRAD_BALANCE, "grad_balance", "weight of each branch in every loss's branch average", width=_BRANCHES,
           core_reader="the learner (branch averages)"),
     _slot(CQL_ALPHA, "static", "conservative-penalty strength", core_reader="the learner (CQL term)"),
@@ -279,6 +282,8 @@ SHARED: tuple[SharedName, ...] = (
     _signal(Q_STD, "[Branch]", "batch standard deviation of the same"),
     _signal(RETURN_QUANTILES, "[Branch, AtomKnot]", "batch quantiles of each branch's n-step target r + γ^m E[Z'] "
             "at the AtomKnot levels (normalised return units)"),
+    _signal(KNOT_GRADIENT, "[Branch, AtomKnot]", "gradient of the batch's C51 projection error (squared Cramér "
+            "distance, in support half-widths, times N − 1) with respect to each support.knots offset"),
     _signal(Q_GAP, "[Branch]", "batch mean of (max − mean) of the expected Q over the branch's actions"),
     _signal(GREEDY_SHARE, "[Branch]", "share of the batch whose greedy action is the branch's most common one (1: one action everywhere)"),
     _signal(GRAD_NORM, "[1]", "combined gradient norm after the budget clips (`GradientBudget.combined_norm`)"),

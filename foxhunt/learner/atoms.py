@@ -1,4 +1,4 @@
-"""Where the C51 atoms sit inside each branch's support: evenly spaced, or placed by the returns' quantiles.
+"""Where the C51 atoms sit inside each branch's support: evenly spaced, placed by the returns' quantiles, or learned.
 
 Each branch's atoms span ``centre ± half_width`` (the ``support.center``/``support.half_width`` ISV slots). The
 *unit shape* says where the N atoms sit inside that span, as N increasing numbers from −1 to +1:
@@ -13,6 +13,11 @@ Each branch's atoms span ``centre ± half_width`` (the ``support.center``/``supp
   ``atom_spacing_mix`` of an even spacing is blended in, which keeps every gap positive (the projection needs a
   strictly increasing support) and keeps atoms in the tails, where the targets are few but the greedy action's
   value can go.
+- ``"learned"``: the same knots and the same map, moved by gradient descent on the projection's error instead of
+  toward the quantiles. The learner hands the support kernel :func:`knot_gradient` (the ``learner.knot_gradient``
+  signal, ``[Branch, AtomKnot]``): how the squared Cramér distance between the n-step target distribution and its
+  projection onto the atoms changes with each knot, averaged over the batch. The kernel takes a clipped step
+  against it and keeps the knots sorted inside ``[−1, 1]`` (docs/adaptive.md, "support").
 
 Why: an even spacing that spans the targets' whole range (±4 standard deviations by default) puts most atoms
 where no target falls, so the distribution of a typical action is resolved by a handful of atoms near its
@@ -26,11 +31,13 @@ from __future__ import annotations
 
 import torch
 
+from foxhunt import contract
 from foxhunt.actions import Branch
 from foxhunt.contract import KNOT_EVEN_PLACES, KNOT_LEVELS
 from foxhunt.errors import LayoutError
+from foxhunt.learner.distributional import projection_error_gradient
 
-__all__ = ["AtomShape", "batch_quantiles", "knot_interpolation", "quantile_unit"]
+__all__ = ["AtomShape", "batch_quantiles", "knot_gradient", "knot_interpolation", "quantile_unit"]
 
 _BRANCHES = len(Branch)  # a Python int taken at import: the shape is computed inside the compiled update
 
@@ -88,26 +95,53 @@ def quantile_unit(offsets: torch.Tensor, interpolation: torch.Tensor, even: torc
     return mix * uniform + (1.0 - mix) * placed
 
 
+def knot_gradient(target_atoms: torch.Tensor, target_probs: torch.Tensor, support: torch.Tensor,
+                  interpolation: torch.Tensor, mix: float) -> torch.Tensor:
+    """``[Branch, K]``: the gradient of the batch's projection error with respect to each knot offset.
+
+    The error is the squared Cramér distance between each sample's target distribution (sorted ``target_atoms``
+    with ``target_probs``, ``[B, Branch, N]``) and its projection onto ``support`` (``[Branch, N]`` shared or
+    ``[B, Branch, N]`` per sample, as :func:`~foxhunt.learner.distributional.project_sorted` takes it), measured
+    in the support's own units (divided by its half-width) and averaged over the batch, times ``N − 1`` so that
+    its size does not depend on the atom count. An atom sits at ``centre + half_width × unit_i`` with
+    ``unit = mix × even + (1 − mix) × [−1, knots, +1] @ interpolationᵀ``, so the chain to the knots is linear:
+    ``(N − 1)(1 − mix) Σ_i ∂E/∂z_i × interpolation[i, 1 + k]`` (the half-width cancels). ``interpolation`` is
+    :func:`knot_interpolation`'s ``[N, K + 2]``. A knot clamped at ±1 gets the gradient of an unclamped one: the
+    support kernel keeps the knots inside the bounds itself.
+    """
+    per_atom = projection_error_gradient(target_atoms, target_probs, support).mean(0)  # [Branch, N]
+    n_atoms = per_atom.shape[-1]
+    return (n_atoms - 1) * (1.0 - mix) * (per_atom @ interpolation[:, 1:-1].to(per_atom.dtype))
+
+
 class AtomShape:
     """The unit shape of a learner's or a saved policy's atoms under its ``[learner] atom_spacing``.
 
     Calling it gives ``linspace(−1, 1, N)`` ``[N]`` for ``"uniform"``, or :func:`quantile_unit` ``[Branch, N]``
-    from the live ``support.knots`` view ``knots`` for ``"quantile"`` (a kernel's write is seen by the next call,
-    with no copy); either broadcasts against a ``[Branch, 1]`` half-width. The quantile spacing without that slot
-    is refused: it would silently be even.
+    from the live ``support.knots`` view ``knots`` for ``"quantile"`` and ``"learned"`` (a kernel's write is seen by
+    the next call, with no copy); either broadcasts against a ``[Branch, 1]`` half-width. A spacing placed by the
+    knots without that slot is refused: it would silently be even.
+
+    :meth:`signal` is what the update hands the support kernel for the spacing, under the name
+    :attr:`signal_name`: the targets' batch quantiles (``"quantile"``), the knot gradient (``"learned"``), or
+    nothing (``"uniform"``: the default update computes neither).
     """
+
+    SIGNALS = {"quantile": contract.RETURN_QUANTILES, "learned": contract.KNOT_GRADIENT}
 
     def __init__(self, n_atoms: int, spacing: str, mix: float, knots: torch.Tensor | None, *,
                  dtype: torch.dtype, device: torch.device | str) -> None:
         self.uniform = torch.linspace(-1.0, 1.0, n_atoms, device=device, dtype=dtype)  # [N]
-        self.quantile = spacing == "quantile"
+        self.spacing = spacing
+        self.quantile = spacing != "uniform"  # placed by the knots: "quantile" and "learned"
+        self.signal_name = self.SIGNALS.get(spacing)
         self.knots = knots
         self.mix = mix
         if self.quantile:
             if knots is None:
-                raise LayoutError('[learner] atom_spacing = "quantile" places the atoms by the support.knots ISV slot, '
-                                  "which no loaded plugin declares: enable the built-in support plugin (or one that "
-                                  'declares and writes it), or set atom_spacing = "uniform"')
+                raise LayoutError(f'[learner] atom_spacing = "{spacing}" places the atoms by the support.knots ISV '
+                                  "slot, which no loaded plugin declares: enable the built-in support plugin (or one "
+                                  'that declares and writes it), or set atom_spacing = "uniform"')
             self.interpolation = knot_interpolation(n_atoms, dtype=dtype, device=device)  # [N, K + 2]
             self.even = torch.tensor(KNOT_EVEN_PLACES, dtype=dtype, device=device)  # [K]
 
@@ -116,3 +150,19 @@ class AtomShape:
             return self.uniform
         return quantile_unit(self.knots.to(self.uniform.dtype), self.interpolation, self.even, self.uniform,
                              self.mix)
+
+    def signal(self, target_q: torch.Tensor, target_atoms: torch.Tensor, target_probs: torch.Tensor,
+               support: torch.Tensor) -> torch.Tensor | None:
+        """The update's signal for the support kernel under :attr:`signal_name`, or ``None`` for ``"uniform"``.
+
+        ``target_q [B, Branch]`` the expected n-step targets; ``target_atoms``/``target_probs`` ``[B, Branch, N]``
+        the target distribution before projection; ``support`` the atoms the C51 loss projects onto (``[Branch, N]``
+        or ``[B, Branch, N]``). All in the update's normalised units. Static in the spacing (compiled code takes one
+        branch for the run).
+        """
+        if self.spacing == "quantile":
+            return batch_quantiles(target_q)
+        if self.spacing == "learned":
+            return knot_gradient(target_atoms.detach(), target_probs.detach(), support.detach(), self.interpolation,
+                                 self.mix)
+        return None

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 # [learner] atom_spacing's choices (foxhunt.learner.atoms)
-ATOM_SPACINGS = ("uniform", "quantile")
+ATOM_SPACINGS = ("uniform", "quantile", "learned")
 
 __all__ = ["LearnerConfig", "ReplayConfig", "learner_config_of"]
 
@@ -90,11 +90,12 @@ class LearnerConfig:
     n_atoms: int = attrs.field(default=51, validator=attrs.validators.ge(2))
     v_min: float = -10.0  # fixed support when the ISV has no support.* slots (normalised return units)
     v_max: float = 10.0
-    # where the atoms sit inside each branch's support: "uniform" (even) or "quantile" (dense where the n-step targets
-    # are, from the support kernel's support.knots; foxhunt.learner.atoms). uniform stays the default until the
-    # ablation shows quantile learns better (docs/learner.md, "Atom spacing")
+    # where the atoms sit inside each branch's support: "uniform" (even), "quantile" (dense where the n-step targets
+    # are) or "learned" (knots moved by gradient descent on the projection error), both from the support kernel's
+    # support.knots (foxhunt.learner.atoms). uniform stays the default until an ablation shows another learns better
+    # (docs/learner.md, "Atom spacing")
     atom_spacing: str = attrs.field(default="uniform", validator=attrs.validators.in_(ATOM_SPACINGS))
-    # share of an even spacing blended into the quantile spacing: > 0 keeps every gap positive and atoms in the tails
+    # share of an even spacing blended into the quantile and learned spacings: > 0 keeps every gap positive and atoms in the tails
     atom_spacing_mix: float = attrs.field(default=0.25, validator=[_finite, attrs.validators.gt(0.0),
                                                                      attrs.validators.le(1.0)])
     n_quantiles: int = attrs.field(default=8, validator=_positive)  # IQN τ samples for the online net

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["centred_support", "project_distribution", "project_sorted", "quantile_huber", "shifted_atoms", "support_atoms"]
+__all__ = ["centred_support", "project_distribution", "project_sorted", "projection_error_gradient", "quantile_huber", "shifted_atoms", "support_atoms"]
 
 
 def support_atoms(center: torch.Tensor, half_width: torch.Tensor, n_atoms: int, unit: torch.Tensor) -> torch.Tensor:
@@ -104,6 +104,18 @@ def project_sorted(target_atoms: torch.Tensor, target_probs: torch.Tensor, suppo
     expanded to every sample gives bit for bit the shared result (each row is
     computed on its own).
     """
+    _, cumulative = _sorted_cdfs(target_atoms, target_probs, support)
+    return torch.diff(cumulative, dim=-1, prepend=torch.zeros_like(cumulative[..., :1])).to(target_probs.dtype)
+
+
+def _sorted_cdfs(target_atoms: torch.Tensor, target_probs: torch.Tensor,
+                 support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For sorted targets: ``(F [..., i-1], M [..., i])`` in float64.
+
+    ``F_i = P(t <= z_i)`` at every atom but the last (the targets clamped into the support) and ``M_i`` the
+    projected cumulative mass through atom ``i`` (the sum in :func:`project_sorted`'s docstring); ``M`` is also the
+    mean of the targets' CDF over the cell ``[z_i, z_(i+1))``, which :func:`projection_error_gradient` uses.
+    """
     n_targets = target_atoms.shape[-1]
     lead = torch.broadcast_shapes(target_atoms.shape[:-1], support.shape[:-1], target_probs.shape[:-1])
     z = support.to(torch.float64).expand(*lead, support.shape[-1]).contiguous()  # [..., i]
@@ -119,7 +131,27 @@ def project_sorted(target_atoms: torch.Tensor, target_probs: torch.Tensor, suppo
     p_lo, p_hi = prefix_p.gather(-1, lo), prefix_p.gather(-1, hi)
     inside = (upper * (p_hi - p_lo) - (prefix_pt.gather(-1, hi) - prefix_pt.gather(-1, lo))) / (upper - lower)
     cumulative = torch.cat([p_lo + inside, prefix_p[..., -1:]], dim=-1)  # [..., i]
-    return torch.diff(cumulative, dim=-1, prepend=zero).to(target_probs.dtype)
+    return p_lo, cumulative
+
+
+def projection_error_gradient(target_atoms: torch.Tensor, target_probs: torch.Tensor,
+                              support: torch.Tensor) -> torch.Tensor:
+    """How the C51 projection's error moves with each atom: ``∂E/∂z_i`` ``[..., i]``, for sorted targets.
+
+    ``E = ∫ (F(x) − F_Π(x))² dx`` is the squared Cramér distance between the target distribution (clamped into the
+    support, as :func:`project_sorted` clamps it) and its projection onto the atoms ``z``, whose CDF ``F_Π`` is
+    constant on each cell ``[z_i, z_(i+1))`` at the cell's mean of ``F``, ``M_i`` (the projection is the Cramér
+    distance's orthogonal projection, Rowland et al. 2018). Each cell contributes
+    ``∫_cell F² − (∫_cell F)² / (z_(i+1) − z_i)``; differentiating at ``z_i``, shared by the cells ``i − 1`` and
+    ``i``, gives ``∂E/∂z_i = (F(z_i) − M_(i−1))² − (F(z_i) − M_i)²``: closed form, from the projection's own prefix
+    sums, no autograd. The two end atoms get 0: they are the clamp bounds, which the atom spacing never moves.
+    Returned in the targets' dtype; ``support`` broadcasts as in :func:`project_sorted`.
+    """
+    at_atoms, cumulative = _sorted_cdfs(target_atoms, target_probs, support)  # [..., i-1], [..., i]
+    inner = at_atoms[..., 1:]  # F(z_i) at the interior atoms 1 .. i-2
+    gradient = (inner - cumulative[..., :-2]) ** 2 - (inner - cumulative[..., 1:-1]) ** 2
+    edge = torch.zeros_like(gradient[..., :1])
+    return torch.cat([edge, gradient, edge], dim=-1).to(target_probs.dtype)
 
 
 def quantile_huber(pred: torch.Tensor, target: torch.Tensor, taus: torch.Tensor, kappa: float) -> torch.Tensor:

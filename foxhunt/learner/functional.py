@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from foxhunt.learner.budgets import split_flat
-from foxhunt.learner.atoms import batch_quantiles
+from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.combiners import BUDGETED_SUM, CombinedGradient, combine
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
 from foxhunt.plugin.records import GradientCombiner, LossComponent
@@ -53,9 +53,9 @@ class GradientStep:
     q_gap: torch.Tensor
     greedy_share: torch.Tensor
     branch_grad_norm: torch.Tensor
-    # [Branch, AtomKnot]: batch quantiles of the n-step targets, which the support kernel places quantile-spaced atoms
-    # by; None unless [learner] atom_spacing = "quantile" (no sort in the other runs' steps)
-    return_quantiles: torch.Tensor | None = None
+    # [Branch, AtomKnot]: what the support kernel moves the atom knots by under [learner] atom_spacing (the targets'
+    # batch quantiles, or the knot gradient; AtomShape.signal); None for the even spacing, whose step computes neither
+    atom_signal: torch.Tensor | None = None
 
 
 def q_statistics(q: torch.Tensor, action_mask: torch.Tensor, n_valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -88,13 +88,14 @@ class FunctionalGradients:
     Each group's :class:`LossInputs` is :func:`build_loss_inputs` of its forward
     and ``sources`` (the learner's live ISV reads and settings). ``params`` maps
     parameter names to the live parameters. ``combiner`` turns the per-component gradients into one
-    (``combiner_parameters [K, W]``, its learned values; empty for one without any).
+    (``combiner_parameters [K, W]``, its learned values; empty for one without any). ``atom_shape`` says what
+    the step computes for the support kernel (:meth:`AtomShape.signal`; nothing when ``None`` or even).
     """
 
     def __init__(self, network: nn.Module, components: Sequence[LossComponent], priority: LossComponent | None,
                  limits: torch.Tensor, max_grad_norm: float, sources: InputSources,
                  groups: Sequence[Sequence[int]], combiner: GradientCombiner = BUDGETED_SUM,
-                 combiner_parameters: torch.Tensor | None = None) -> None:
+                 combiner_parameters: torch.Tensor | None = None, atom_shape: AtomShape | None = None) -> None:
         self.network = network
         self.components = list(components)
         self.priority = priority
@@ -110,7 +111,10 @@ class FunctionalGradients:
         self.max_grad_norm = float(max_grad_norm)
         self.eyes = [torch.eye(len(group), device=limits.device, dtype=limits.dtype) for group in self.groups]
         self.combiner = combiner
-        self.quantile_spacing = sources.config.atom_spacing == "quantile"  # fixed for the run: a static branch
+        self.atom_shape = atom_shape
+        # the learned spacing's gradient needs the atoms the C51 loss projects onto, per sample when centred: the
+        # forward hands them out (fixed for the run: a static branch)
+        self.needs_support = atom_shape is not None and atom_shape.spacing == "learned"
         self.combiner_parameters = (limits.new_zeros(len(self.components), 0) if combiner_parameters is None
                                     else combiner_parameters)
 
@@ -119,16 +123,20 @@ class FunctionalGradients:
         online = torch.func.functional_call(self.network, params, (batch.obs, support),
                                             {"taus": taus, "with_ensemble": True, "with_auxiliary": True})
         inputs = build_loss_inputs(batch, online, support, targets, self.sources)
-        per_sample = () if self.priority is None else (self.priority.per_sample(inputs).detach(),)
-        return inputs, (online.q.detach(), *per_sample)
+        extras = {"q": online.q.detach()}
+        if self.priority is not None:
+            extras["per_sample"] = self.priority.per_sample(inputs).detach()
+        if self.needs_support:
+            extras["support"] = inputs.batch_support().detach()
+        return inputs, extras
 
-    def _gradients(self, params: dict[str, torch.Tensor], *args: Any) -> tuple[torch.Tensor, list[torch.Tensor], tuple]:
+    def _gradients(self, params: dict[str, torch.Tensor], *args: Any) -> tuple[torch.Tensor, list[torch.Tensor], dict]:
         """Losses ``[K]``, per-parameter gradients stacked ``[K, *shape]``, and the forward's extras."""
         losses: list[torch.Tensor | None] = [None] * len(self.components)
         grads: list[dict[str, torch.Tensor] | None] = [None] * len(self.components)
-        aux: tuple = ()
+        aux: dict[str, torch.Tensor] = {}
         for group, eye in zip(self.groups, self.eyes, strict=True):
-            def losses_of(p: dict[str, torch.Tensor], group: tuple[int, ...] = group) -> tuple[torch.Tensor, tuple]:
+            def losses_of(p: dict[str, torch.Tensor], group: tuple[int, ...] = group) -> tuple[torch.Tensor, dict]:
                 inputs, extras = self._forward(p, *args)
                 return torch.stack([self.components[k].loss(inputs) for k in group]), extras
 
@@ -143,14 +151,15 @@ class FunctionalGradients:
     def __call__(self, params: dict[str, torch.Tensor], batch: Any, support: torch.Tensor, taus: torch.Tensor,
                  targets: Any) -> GradientStep:
         losses, stacked, aux = self._gradients(params, batch, support, taus, targets)
-        return self.finish(losses, stacked, aux[0], aux[1] if len(aux) > 1 else None, targets.expected)
+        return self.finish(losses, stacked, aux["q"], aux.get("per_sample"), targets, aux.get("support", support))
 
     def finish(self, losses: torch.Tensor, stacked: Sequence[torch.Tensor], q: torch.Tensor,
-               per_sample: torch.Tensor | None, target_q: torch.Tensor) -> GradientStep:
+               per_sample: torch.Tensor | None, targets: Any, support: torch.Tensor) -> GradientStep:
         """The tail every gradient mode shares (the eager loop too): the combiner, Q statistics, per-branch norms.
 
         ``losses [K]``; ``stacked`` per parameter ``[K, *shape]``; ``q`` the online expected Q ``[B, Branch, A]``;
-        ``target_q`` the normalised n-step targets ``[B, Branch]`` (their batch quantiles place quantile-spaced atoms).
+        ``targets`` the normalised :class:`~foxhunt.learner.targets.Targets` and ``support`` the atoms the C51 loss
+        projects them onto (the atom spacing's signal is computed from both).
         """
         budgeted = combine(self.combiner, stacked, losses, self.limits, self.combiner_parameters, self.max_grad_norm)
         final = split_flat(budgeted.flat, self.shapes)
@@ -164,5 +173,6 @@ class FunctionalGradients:
             q_gap=q_gap,
             greedy_share=greedy_share,
             branch_grad_norm=branch_grad_norm([final[i] for i in self.branch_index]),
-            return_quantiles=batch_quantiles(target_q) if self.quantile_spacing else None,
+            atom_signal=None if self.atom_shape is None else self.atom_shape.signal(
+                targets.expected, targets.atoms, targets.probs, support),
         )

@@ -191,7 +191,7 @@ class Learner:
         self.optimized = self.params + ([self.combiner_parameters] if self.combiner.parameters_per_component else [])
         self.optimizer = make_optimizer(self.optimized, c, self.schedule.lr)
         self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm)
-        # where the atoms sit in each support: [N] even, or [Branch, N] from the support.knots slot (quantile)
+        # where the atoms sit in each support: [N] even, or [Branch, N] from the support.knots slot (quantile, learned)
         self.atom_shape = AtomShape(c.n_atoms, c.atom_spacing, c.atom_spacing_mix, self.reads.knots,
                                     dtype=dtype, device=self.device)
         self.loss_values = torch.zeros(len(self.components), device=self.device, dtype=dtype)
@@ -206,7 +206,7 @@ class Learner:
         groups = self.reach_groups() if c.compile else [(k,) for k in range(len(self.components))]
         self.functional = FunctionalGradients(self.network, self.components, self.priority_component,
                                               self.gradients.limits, c.max_grad_norm, self.input_sources, groups,
-                                              self.combiner, self.combiner_parameters)
+                                              self.combiner, self.combiner_parameters, self.atom_shape)
         # [learner] compile: every piece of the update but the random draws and the (fused) Adam step is compiled
         self.pieces = compiled_pieces() if c.compile else EAGER_PIECES
         # Multi-device runs set it: called with the learner between the budgeted combination and the optimiser
@@ -225,6 +225,7 @@ class Learner:
             contract.Q_STD: zeros(n_br),
             contract.Q_GAP: zeros(n_br),
             contract.RETURN_QUANTILES: zeros(n_br, contract.AtomKnot.size()),
+            contract.KNOT_GRADIENT: zeros(n_br, contract.AtomKnot.size()),
             contract.GREEDY_SHARE: zeros(n_br),
             contract.GRAD_NORM: zeros(1),
             contract.LOSS: zeros(1),
@@ -350,7 +351,8 @@ class Learner:
         priority = self.priority_component
         with torch.no_grad():
             return self.functional.finish(torch.stack([loss.detach() for loss in losses]), stacked, online.q,
-                                          None if priority is None else priority.per_sample(inputs), inputs.target_q)
+                                          None if priority is None else priority.per_sample(inputs), targets,
+                                          inputs.batch_support())
 
     def update(self, batch: Batch) -> None:
         """One learner update on ``batch`` (the hot path: no host sync, no host branch on tensor values)."""

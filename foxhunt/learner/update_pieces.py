@@ -71,8 +71,8 @@ def record_step(learner: Learner, step: GradientStep, batch: Batch) -> None:
     signals[contract.Q_MEAN].copy_(step.q_mean)
     signals[contract.Q_STD].copy_(step.q_std)
     signals[contract.Q_GAP].copy_(step.q_gap)
-    if step.return_quantiles is not None:  # fixed for the run: only the quantile atom spacing computes them
-        signals[contract.RETURN_QUANTILES].copy_(step.return_quantiles)
+    if step.atom_signal is not None:  # fixed for the run: the quantile and learned atom spacings compute one
+        signals[learner.atom_shape.signal_name].copy_(step.atom_signal)
     signals[contract.GREEDY_SHARE].copy_(step.greedy_share)
     signals[contract.GRAD_NORM].copy_(learner.gradients.combined_norm)
     signals[contract.LOSS].copy_(step.losses.sum())

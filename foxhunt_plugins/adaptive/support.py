@@ -23,13 +23,20 @@ overall out-of-sample Sharpe 1.18 / 3.22 / 3.77 / 2.66 against −0.62
 / 3.21 / 3.61 / 2.61 with the soft reset. The learner places its atoms at
 ``c_b + h_b × linspace(−1, 1, atoms)`` by default.
 
-Quantile knots (``support.knots``, ``[Branch × AtomKnot]``, followed and read only with ``[learner]
-atom_spacing = "quantile"``, the one spacing the learner writes the quantiles for; otherwise they stay 0, an even
-spacing): at the same rate ``r``, each branch's knot ``k`` moves toward where the batch quantile of the
-n-step targets at level ``p_k`` (the ``learner.return_quantiles`` signal) falls inside the *new* support,
-``x*_k = clamp((q_k − c_b) / h_b, −1, 1)``. The slot holds offsets from the even places ``2 p_k − 1`` (0, the
-bootstrap, is an even spacing): ``o_k ← o_k + r ((x*_k − (2 p_k − 1)) − o_k)``. An average of sorted vectors
-stays sorted, so the knots never cross; :mod:`foxhunt.learner.atoms` turns them into atom places.
+Atom knots (``support.knots``, ``[Branch × AtomKnot]``, moved and read only with ``[learner] atom_spacing =
+"quantile"`` or ``"learned"``, the spacings the learner writes a knot signal for; otherwise they stay 0, an even
+spacing). The slot holds offsets from the even places ``2 p_k − 1`` (0, the bootstrap, is an even spacing);
+:mod:`foxhunt.learner.atoms` turns them into atom places.
+
+- ``"quantile"``: at the same rate ``r``, each branch's knot ``k`` moves toward where the batch quantile of the
+  n-step targets at level ``p_k`` (the ``learner.return_quantiles`` signal) falls inside the *new* support,
+  ``x*_k = clamp((q_k − c_b) / h_b, −1, 1)``: ``o_k ← o_k + r ((x*_k − (2 p_k − 1)) − o_k)``. An average of
+  sorted vectors stays sorted, so the knots never cross.
+- ``"learned"``: one step of gradient descent on the C51 projection's error, whose gradient with respect to each
+  offset is the ``learner.knot_gradient`` signal ``g``: ``o_k ← o_k − clamp(knot_learning_rate × g_k,
+  −knot_max_step, knot_max_step)``. Then, from the first knot to the last, each place ``2 p_k − 1 + o_k`` is
+  clamped between the previous knot's place (−1 for the first) and +1, so the knots stay sorted inside the
+  support, as the atom map needs.
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ from foxhunt_plugins.adaptive.common import N_BRANCHES, BoundRun, clamp, param_t
 from foxhunt_plugins.adaptive.validators import non_negative, positive, rate
 
 __all__ = ["SupportSettings", "CENTER", "HALF_WIDTH", "CENTER_BOOTSTRAP", "HALF_WIDTH_BOOTSTRAP", "SUPPORT_DECAY_STEPS", "SIGNALS",
-           "SupportSlot", "SupportParam", "SupportMonitor", "SUPPORT_KERNEL", "support_params",
+           "KNOT_MODES", "SupportSlot", "SupportParam", "SupportMonitor", "SUPPORT_KERNEL", "support_params",
            "foxhunt_declare", "foxhunt_kernels", "foxhunt_monitors"]
 
 CENTER = contract.SUPPORT_CENTER
@@ -71,7 +78,11 @@ KNOTS = contract.SUPPORT_KNOTS
 Q_MEAN = contract.Q_MEAN
 Q_STD = contract.Q_STD
 RETURN_QUANTILES = contract.RETURN_QUANTILES
-SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,), RETURN_QUANTILES: (N_BRANCHES, AtomKnot.size())}
+KNOT_GRADIENT = contract.KNOT_GRADIENT
+SIGNALS = {Q_MEAN: (N_BRANCHES,), Q_STD: (N_BRANCHES,), RETURN_QUANTILES: (N_BRANCHES, AtomKnot.size()),
+           KNOT_GRADIENT: (N_BRANCHES, AtomKnot.size())}
+# SupportParam.KNOT_MODE: how the knots move, from the run's [learner] atom_spacing
+KNOT_MODES = {"uniform": 0.0, "quantile": 1.0, "learned": 2.0}
 
 
 class SupportSlot(DimTable):
@@ -91,7 +102,9 @@ class SupportParam(DimTable):
     CENTER_BOUND = auto()
     BASE_RATE = auto()
     MAX_RATE = auto()
-    FOLLOW_KNOTS = auto()  # 1: [learner] atom_spacing = "quantile" (the learner writes the quantiles), else 0
+    KNOT_MODE = auto()  # KNOT_MODES of the run's [learner] atom_spacing: 0 still, 1 quantiles, 2 gradient descent
+    KNOT_LEARNING_RATE = auto()
+    KNOT_MAX_STEP = auto()
 
 
 # What the kernels index with: numba.cuda rejects IntEnum members as array indices (docs/kernels.md).
@@ -101,7 +114,7 @@ SUPPORT_SLOT = device_constants(SupportSlot)
 
 @device_function
 def _support_row(b, args):
-    isv, off, prm, q_mean, q_std, quantiles, even = args
+    isv, off, prm, q_mean, q_std, quantiles, knot_gradient, even = args
     low = prm[SUPPORT_PARAM.MIN_HALF_WIDTH]
     bound = prm[SUPPORT_PARAM.CENTER_BOUND]
     c_slot = off[SUPPORT_SLOT.CENTER] + b
@@ -117,16 +130,29 @@ def _support_row(b, args):
     new_half = max(low, half + rate * (h_target - half))
     isv[c_slot] = new_center
     isv[h_slot] = new_half
-    # the quantile knots follow at the same rate, as offsets from their even places: an average of sorted
-    # vectors stays sorted, so the knots never cross. Only when the run places its atoms by them: otherwise the
-    # learner writes no quantiles, and the slot stays 0 (an even spacing, which is what the run uses)
-    if prm[SUPPORT_PARAM.FOLLOW_KNOTS] > 0.0:
-        knots = quantiles.shape[1]
+    # the knots move only when the run places its atoms by them: otherwise the learner writes no knot signal, and
+    # the slot stays 0 (an even spacing, which is what the run uses)
+    mode = prm[SUPPORT_PARAM.KNOT_MODE]
+    knots = quantiles.shape[1]
+    if mode == 1.0:
+        # the quantile knots follow at the support's rate, as offsets from their even places: an average of
+        # sorted vectors stays sorted, so the knots never cross
         for k in range(knots):
             k_slot = off[SUPPORT_SLOT.KNOTS] + b * knots + k
             place = clamp((quantiles[b, k] - new_center) / new_half, -1.0, 1.0)
             offset = isv[k_slot]
             isv[k_slot] = offset + rate * ((place - even[k]) - offset)
+    elif mode == 2.0:
+        # the learned knots: a clipped gradient step, then each kept between the previous knot and +1 (sorted,
+        # inside the support: what the atom map needs)
+        limit = prm[SUPPORT_PARAM.KNOT_MAX_STEP]
+        previous = -1.0
+        for k in range(knots):
+            k_slot = off[SUPPORT_SLOT.KNOTS] + b * knots + k
+            step = clamp(prm[SUPPORT_PARAM.KNOT_LEARNING_RATE] * knot_gradient[b, k], -limit, limit)
+            place = clamp(even[k] + isv[k_slot] - step, previous, 1.0)
+            isv[k_slot] = place - even[k]
+            previous = place
 
 
 SUPPORT_KERNEL = DualKernel(_support_row, "support.update")
@@ -146,6 +172,10 @@ class SupportSettings:
     max_half_width: float = attrs.field(default=100.0, validator=positive)
     center_bound: float = attrs.field(default=100.0, validator=non_negative)  # |centre| ≤ this
     max_rate: float = attrs.field(default=0.2, validator=rate)
+    # [learner] atom_spacing = "learned": the knots' gradient-descent step on learner.knot_gradient, and the most
+    # one update may move a knot (in support half-widths)
+    knot_learning_rate: float = attrs.field(default=2.0, validator=non_negative)
+    knot_max_step: float = attrs.field(default=0.01, validator=non_negative)
 
     def __attrs_post_init__(self) -> None:
         if self.min_half_width > self.max_half_width:
@@ -155,10 +185,12 @@ class SupportSettings:
             )
 
 
-def support_params(settings: SupportSettings, follow_knots: bool = False) -> list[float]:
-    """The kernel's parameter vector; ``follow_knots``: the run's ``[learner] atom_spacing`` is ``"quantile"``."""
+def support_params(settings: SupportSettings, atom_spacing: str = "uniform") -> list[float]:
+    """The kernel's parameter vector for a run whose ``[learner] atom_spacing`` is ``atom_spacing``."""
     params = [0.0] * SupportParam.size()
-    params[SupportParam.FOLLOW_KNOTS] = 1.0 if follow_knots else 0.0
+    params[SupportParam.KNOT_MODE] = KNOT_MODES[atom_spacing]
+    params[SupportParam.KNOT_LEARNING_RATE] = settings.knot_learning_rate
+    params[SupportParam.KNOT_MAX_STEP] = settings.knot_max_step
     params[SupportParam.STD_MULTIPLE] = settings.std_multiple
     params[SupportParam.MIN_HALF_WIDTH] = settings.min_half_width
     params[SupportParam.MAX_HALF_WIDTH] = settings.max_half_width
@@ -189,10 +221,11 @@ def foxhunt_declare(registrar: Registrar) -> None:
     registrar.state(HALF_WIDTH, ResetCategory.TRAINING_PERSIST,
                     doc=f"starts at {HALF_WIDTH_BOOTSTRAP}, follows the Q spread; kept across folds with the network")
     registrar.slot(KNOTS, width=len(Branch) * AtomKnot.size(), init=0.0,
-                   doc="offsets of the quantile atom spacing's knots from their even places [Branch × AtomKnot]")
+                   doc="offsets of the atom spacing's knots from their even places [Branch × AtomKnot]")
     registrar.state(KNOTS, ResetCategory.TRAINING_PERSIST,
-                    doc="starts at 0 (an even spacing), follows the n-step targets' quantiles; kept across folds with "
-                        "the network, like the centre and half-width")
+                    doc="starts at 0 (an even spacing), follows the n-step targets' quantiles or descends the "
+                        "projection error's gradient; kept across folds with the network, like the centre and "
+                        "half-width")
     registrar.dims(AtomKnot)
     registrar.state(MONITOR_STATE_PREFIX + SupportMonitor.name, ResetCategory.FOLD_RESET, reset=reset_monitor,
                     doc="fire-rate statistics of the support monitor (per fold)")
@@ -200,8 +233,8 @@ def foxhunt_declare(registrar: Registrar) -> None:
 
 @hookimpl
 def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
-    learner = getattr(config, "learner", None)  # the quantiles the knots follow are written for that spacing only
-    params = support_params(settings, getattr(learner, "atom_spacing", "uniform") == "quantile")
+    learner = getattr(config, "learner", None)  # the knot signals are written for their own spacing only
+    params = support_params(settings, getattr(learner, "atom_spacing", "uniform"))
 
     def bind(context):
         tensors = (
@@ -218,8 +251,8 @@ def foxhunt_kernels(config: Any, settings: SupportSettings) -> list[Kernel]:
             name="support.update",
             point=KernelPoint.STEP,
             run=BoundRun(bind),
-            description="per-branch atom support centre, half-width and quantile knots from Q and target "
-                        "statistics (adaptive-rate EMA)",
+            description="per-branch atom support centre, half-width and atom knots from Q and target "
+                        "statistics (adaptive-rate EMA; knots by quantiles or by a gradient step)",
             writes=(CENTER, HALF_WIDTH, KNOTS),
             reads=tuple(SIGNALS),
         )

@@ -32,6 +32,7 @@ def _signals(rng: np.random.Generator) -> dict[str, torch.Tensor]:
         "learner.q_std": torch.tensor(rng.exponential(1.0, 4), dtype=torch.float32),
         # [Branch, AtomKnot], sorted along the knots as batch quantiles are
         "learner.return_quantiles": torch.tensor(np.sort(rng.normal(0, 2, (4, 5)), axis=1), dtype=torch.float32),
+        "learner.knot_gradient": torch.tensor(rng.normal(0, 0.05, (4, 5)), dtype=torch.float32),
         "learner.grad_norm": torch.tensor([rng.exponential()], dtype=torch.float32),
         "learner.loss": torch.tensor([rng.normal(1.0, 0.2)], dtype=torch.float32),
         "learner.branch_grad_norm": torch.tensor(rng.exponential(1.0, 4) + 0.01, dtype=torch.float32),

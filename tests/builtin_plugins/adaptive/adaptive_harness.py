@@ -98,6 +98,8 @@ def random_signals(rng: np.random.Generator, device: str = "cpu") -> dict[str, t
         "learner.q_std": t(rng.exponential(1.0, N_BRANCHES)),
         # sorted along the knots, as batch quantiles are
         "learner.return_quantiles": t(np.sort(rng.normal(0.0, 3.0, (N_BRANCHES, AtomKnot.size())), axis=1)),
+        # large enough that some steps hit knot_max_step and some knots the neighbour or the +1 bound
+        "learner.knot_gradient": t(rng.normal(0.0, 0.05, (N_BRANCHES, AtomKnot.size()))),
         "learner.greedy_share": t(rng.uniform(0.3, 1.0, N_BRANCHES)),
         "learner.grad_norm": t(rng.exponential(2.0, 1)),
         "learner.loss": t(rng.normal(1.0, 0.5, ())),

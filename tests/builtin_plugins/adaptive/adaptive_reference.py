@@ -125,14 +125,26 @@ def support_ref(isv, layout, prm, sig):
     new_half = np.maximum(low, half + rate * (h_target - half))
     out[_span(layout, support.CENTER)] = new_center
     out[_span(layout, support.HALF_WIDTH)] = new_half
-    if not prm[P.FOLLOW_KNOTS]:  # an even spacing: the knots stay where they are
+    mode = prm[P.KNOT_MODE]
+    if mode == 0.0:  # an even spacing: the knots stay where they are
         return out
-    # each knot moves toward where its batch quantile falls inside the new support, as an offset from 2 p - 1
     levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
+    even = 2.0 * levels - 1.0
     offsets = out[_span(layout, support.KNOTS)].astype(np.float64).reshape(len(new_center), len(levels))
-    quantiles = sig[support.RETURN_QUANTILES].astype(np.float64).reshape(len(new_center), len(levels))
-    place = np.clip((quantiles - new_center[:, None]) / new_half[:, None], -1.0, 1.0)
-    offsets = offsets + rate[:, None] * ((place - (2.0 * levels - 1.0)) - offsets)
+    if mode == 1.0:
+        # each knot moves toward where its batch quantile falls inside the new support, as an offset from 2 p - 1
+        quantiles = sig[support.RETURN_QUANTILES].astype(np.float64).reshape(len(new_center), len(levels))
+        place = np.clip((quantiles - new_center[:, None]) / new_half[:, None], -1.0, 1.0)
+        offsets = offsets + rate[:, None] * ((place - even) - offsets)
+    else:
+        # a clipped gradient step, then each place kept between the previous knot's (-1 for the first) and +1
+        gradient = sig[support.KNOT_GRADIENT].astype(np.float64).reshape(len(new_center), len(levels))
+        step = np.clip(prm[P.KNOT_LEARNING_RATE] * gradient, -prm[P.KNOT_MAX_STEP], prm[P.KNOT_MAX_STEP])
+        places = even + offsets - step
+        for k in range(len(levels)):
+            floor = -1.0 if k == 0 else places[:, k - 1]
+            places[:, k] = np.minimum(np.maximum(places[:, k], floor), 1.0)
+        offsets = places - even
     out[_span(layout, support.KNOTS)] = offsets.ravel()
     return out
 
@@ -164,7 +176,7 @@ REFERENCES = {
     "epsilon.fold_start": (epsilon_fold_start_ref,
                            lambda settings, config: epsilon.epsilon_params(settings, fold_length_of(config))),
     "support.update": (support_ref, lambda settings, config: support.support_params(
-        settings, config is not None and config.learner.atom_spacing == "quantile")),
+        settings, "uniform" if config is None else config.learner.atom_spacing)),
     "grad_balance.update": (grad_balance_ref, lambda settings, config: grad_balance.grad_balance_params(settings)),
     "static.write": (static_ref, lambda settings, config: static.static_params(settings)),
 }
