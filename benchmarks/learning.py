@@ -159,6 +159,8 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "horizons256, no credit": ['features.feature_set="horizons256"', *_CREDIT_OFF],
         "horizons, credit": ['features.feature_set="horizons"', *_CREDIT_ON],
         "horizons, no credit": ['features.feature_set="horizons"', *_CREDIT_OFF],
+        # docs/learner.md, "A 512-bar level": the profile's inputs and a 512-bar Bollinger position
+        "horizons512, credit": ['features.feature_set="horizons512"', *_CREDIT_ON],
     },
 }
 
