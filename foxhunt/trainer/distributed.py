@@ -13,6 +13,7 @@ exactly as before.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import pickle
 import shutil
@@ -31,8 +32,8 @@ from foxhunt.errors import FoxhuntError
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.run_lock import LOCK_FILE
 
-__all__ = ["RankSync", "DistributedJob", "train_on_devices", "rank_seed", "backend_for", "RANK_SEED_STRIDE",
-           "DEVICES_FILE"]
+__all__ = ["RankSync", "DistributedJob", "train_on_devices", "rank_seed", "backend_for", "record_fatal_errors",
+           "RANK_SEED_STRIDE", "DEVICES_FILE", "FATAL_LINES"]
 
 log = structlog.get_logger(__name__)
 
@@ -173,14 +174,32 @@ def train_on_devices(config: FoxhuntConfig, run_dir: RunDirectory, *, resume: bo
     return json.loads(summary.read_text(encoding="utf-8")) if summary.exists() else None
 
 
+FATAL_LINES = 60  # the most lines of a rank's fatal-error traceback quoted in the parent's error
+
+
+def record_fatal_errors(error_dir: Path, rank: int) -> None:
+    """Have a fatal signal in this rank (SIGABRT from a native library, SIGSEGV) write every thread's Python
+    traceback to ``error_dir/rank<r>.fault``: such a crash raises no exception to pickle, and spawn reports only the
+    signal. The file stays open for the life of the process, as faulthandler needs."""
+    faulthandler.enable(file=(error_dir / f"rank{rank}.fault").open("w", encoding="utf-8"), all_threads=True)
+
+
 def _rank_error(error_dir: Path, error: Exception) -> BaseException:
-    """The first failed rank's own exception (the others then fail in a collective), else a :class:`FoxhuntError` quoting the failure."""
+    """The first failed rank's own exception (the others then fail in a collective), else a :class:`FoxhuntError`
+    quoting the failure and, for a rank killed by a fatal signal, the traceback faulthandler wrote for it."""
     for path in sorted(error_dir.glob("rank*.pickle"), key=lambda p: p.stat().st_mtime_ns):  # the first to fail
         try:
             return pickle.loads(path.read_bytes())
         except Exception:  # noqa: BLE001 - an exception that cannot be rebuilt is quoted below instead
             continue
-    return FoxhuntError(f"a training rank failed: {error}")
+    message = f"a training rank failed: {error}"
+    for path in sorted(error_dir.glob("rank*.fault")):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if lines:
+            shown = lines[-FATAL_LINES:]
+            cut = f" (its last {FATAL_LINES} of {len(lines)} lines)" if len(lines) > FATAL_LINES else ""
+            message += f"\n{path.stem} died on a fatal signal; its threads at that moment{cut}:\n" + "\n".join(shown)
+    return FoxhuntError(message)
 
 
 def _rank_main(rank: int, job: DistributedJob) -> None:
@@ -196,6 +215,7 @@ def _rank_main(rank: int, job: DistributedJob) -> None:
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     structlog.contextvars.bind_contextvars(rank=rank)
+    record_fatal_errors(job.error_dir, rank)
     dist.init_process_group(backend_for(device), init_method=job.init_method, rank=rank, world_size=job.world)
     try:
         path = job.run_path if rank == 0 else job.scratch[rank - 1]

@@ -10,6 +10,7 @@ for bit, and that a run trained on 2 ranks resumes on 1.
 from __future__ import annotations
 
 import json
+import os
 import types
 from pathlib import Path
 
@@ -23,7 +24,14 @@ from foxhunt.cli.common import resolve_config
 from foxhunt.config import RunConfig
 from foxhunt.errors import FoxhuntError
 from foxhunt.learner.budgets import GradientBudget
-from foxhunt.trainer.distributed import DEVICES_FILE, RankSync, rank_seed, train_on_devices
+from foxhunt.trainer.distributed import (
+    DEVICES_FILE,
+    RankSync,
+    _rank_error,
+    rank_seed,
+    record_fatal_errors,
+    train_on_devices,
+)
 from foxhunt.trainer.run_dir import RunDirectory
 
 WORLD = 2
@@ -187,3 +195,20 @@ def test_a_rank_error_is_raised_in_the_parent_as_itself(tmp_path: Path, warm_cac
         train_on_devices(config, RunDirectory(out), resume=False, show_progress=False)
     assert "a training rank failed" not in str(raised.value)  # rebuilt from the rank, not quoted
     assert not (out / "summary.json").exists()
+
+
+def _aborting_rank(rank: int, error_dir: Path) -> None:
+    """Rank 1 dies as a native library's abort would kill it: no Python exception, only SIGABRT."""
+    record_fatal_errors(error_dir, rank)
+    if rank == 1:
+        os.abort()
+
+
+def test_a_rank_killed_by_a_fatal_signal_is_reported_with_its_traceback(tmp_path: Path) -> None:
+    with pytest.raises(mp.ProcessExitedException) as exited:
+        mp.spawn(_aborting_rank, args=(tmp_path,), nprocs=WORLD, join=True)
+    message = str(_rank_error(tmp_path, exited.value))
+    assert message.startswith("a training rank failed: process 1 terminated with signal SIGABRT")
+    assert "rank1 died on a fatal signal" in message and "Fatal Python error: Aborted" in message
+    assert "_aborting_rank" in message  # the Python frame that was running when the signal came
+    assert "rank0" not in message  # the rank that did not crash left an empty file, quoted nowhere
