@@ -9,7 +9,7 @@ performs (``.item()``, ``.cpu()``, a Python branch on a device value, a
 blocking copy) into an error; the step must run clean under it, with the default
 network, with the scan encoder, whose window is gathered on the device, and with the
 variable selection encoder (vsn: batched per-variable gated residual networks), and with the quantile
-atom spacing and the two opt-in heads (compiled they once broke the graph). A CUDA graph
+and learned atom spacings and the two opt-in heads (compiled they once broke the graph). A CUDA graph
 then replays the whole step, with every random draw coming from device
 counters, so replays must produce new actions and new replay contents, and a learned
 encoder's parameters must move (it trains inside the replayed step).
@@ -44,13 +44,14 @@ SMALL = [
 
 # The default one-bar network, the selective scan encoder over a window of bars gathered on the device, and the
 # one-bar variable selection network (docs/learner.md, "Encoders"; their plugins must be installed: `pip install -e .`);
-# then two learner variants on the default network: atoms placed by the support kernel's quantile knots ("Atom
-# spacing") and the two opt-in heads on the auxiliary layer, whose tasks need no future returns (horizon 0).
+# then learner variants on the default network: atoms placed by the support kernel's quantile or learned knots
+# ("Atom spacing") and the two opt-in heads on the auxiliary layer, whose tasks need no future returns (horizon 0).
 VARIANTS = {
     "mlp": [],
     "scan": ['learner.encoder="scan"', "plugins.scan.window=8"],
     "vsn": ['learner.encoder="vsn"'],
     "quantile-atoms": ['learner.atom_spacing="quantile"'],
+    "learned-atoms": ['learner.atom_spacing="learned"'],
     "heads": ["plugins.quantiles.enabled=true", "plugins.horizon_values.enabled=true", "learner.budgets.c51=0.3"],
     # the replay reads each step's execution part from the env's state inside the captured collect
     "reward-split": ["learner.reward_split=true", "learner.execution_regret=false"],
