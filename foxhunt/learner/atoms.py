@@ -82,7 +82,7 @@ def knot_interpolation(n_atoms: int, levels: tuple[float, ...] = KNOT_LEVELS, *,
 
 def quantile_unit(offsets: torch.Tensor, interpolation: torch.Tensor, even: torch.Tensor, uniform: torch.Tensor,
                   mix: float) -> torch.Tensor:
-    """The unit shape ``[Branch, N]`` of the quantile spacing.
+    """The unit shape ``[Branch, N]`` of the spacings placed by the knots (``"quantile"`` and ``"learned"``).
 
     ``offsets``: the ``support.knots`` slot, ``[Branch × K]`` (each knot's offset from its even position);
     ``interpolation``: :func:`knot_interpolation`'s ``[N, K + 2]``; ``even``: ``KNOT_EVEN_PLACES`` as a ``[K]``
@@ -133,11 +133,11 @@ class AtomShape:
                  dtype: torch.dtype, device: torch.device | str) -> None:
         self.uniform = torch.linspace(-1.0, 1.0, n_atoms, device=device, dtype=dtype)  # [N]
         self.spacing = spacing
-        self.quantile = spacing != "uniform"  # placed by the knots: "quantile" and "learned"
+        self.by_knots = spacing != "uniform"  # "quantile" and "learned" place the atoms by the knots
         self.signal_name = self.SIGNALS.get(spacing)
         self.knots = knots
         self.mix = mix
-        if self.quantile:
+        if self.by_knots:
             if knots is None:
                 raise LayoutError(f'[learner] atom_spacing = "{spacing}" places the atoms by the support.knots ISV '
                                   "slot, which no loaded plugin declares: enable the built-in support plugin (or one "
@@ -146,7 +146,7 @@ class AtomShape:
             self.even = torch.tensor(KNOT_EVEN_PLACES, dtype=dtype, device=device)  # [K]
 
     def __call__(self) -> torch.Tensor:
-        if not self.quantile:  # fixed for the run: a static branch
+        if not self.by_knots:  # fixed for the run: a static branch
             return self.uniform
         return quantile_unit(self.knots.to(self.uniform.dtype), self.interpolation, self.even, self.uniform,
                              self.mix)
