@@ -142,13 +142,14 @@ KNOT_LEVELS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)  # in AtomKnot or
 class FeatureGroup(DimTable):
     """What an observation column describes, for encoders that weigh kinds of input against each other (the ``vsn``
     encoder's per-group selection weights). Every feature family names one of the first four; the environment's
-    portfolio columns are ``PORTFOLIO``."""
+    portfolio columns are ``PORTFOLIO``, and the ISV lanes ``[learner] isv_context`` appends are ``ISV_CONTEXT``."""
 
     MARKET = auto()  # prices, returns, volatility, volume and the calendar of the bars themselves
     ORDER_FLOW = auto()  # who traded or queued against whom: order-flow and trade imbalances, intensity, depletion
     BOOK = auto()  # the resting book at the bar close: spread, level sizes, depth imbalances
     MULTI_TIMEFRAME = auto()  # aggregates over completed blocks of several bars
     PORTFOLIO = auto()  # the agent's own position and limits (the environment's columns, not a feature family)
+    ISV_CONTEXT = auto()  # the learning system's own state: the ISV slots [learner] isv_context appends
 
 
 # Where an even spacing puts each level p, 2p − 1: ``support.knots`` holds each knot's offset from it (0 = even).
@@ -272,7 +273,7 @@ SHARED: tuple[SharedName, ...] = (
           "(normalised Q units)", width=_BRANCHES, core_reader="the learner (Expected-SARSA targets)"),
     # Written at epoch boundaries by the vsn encoder and read by its vsn.selection monitor (runs that select vsn).
     _slot(VSN_GROUP_SELECTION, "vsn", "mean selection weight of each feature group's variables in the vsn encoder "
-          "(0 for a group the run has no column of; they sum to 1)", width=FeatureGroup.size(), shape="[FeatureGroup]"),
+          "(0 for a group the run has no input of; they sum to 1)", width=FeatureGroup.size(), shape="[FeatureGroup]"),
     _slot(PLAN_PARAMS, "trade_plans", "trade plans' stop and target distances (fractions of the entry price) and "
           "horizon (bars), the columns of `foxhunt.env.tables.PLAN_PARAM`; 0 turns one off",
           width=_PLAN_PARAMS_WIDTH, shape="[PLAN_PARAM]"),

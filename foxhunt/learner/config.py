@@ -30,6 +30,11 @@ def _positive_ints(instance: object, attribute: attrs.Attribute, value: tuple[in
         raise ValueError(f"'{attribute.name}' must list one or more layer widths, each > 0: {list(value)!r}")
 
 
+def _distinct_names(instance: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if any(not name for name in value) or len(set(value)) != len(value):
+        raise ValueError(f"'{attribute.name}' must list distinct, non-empty ISV slot names: {list(value)!r}")
+
+
 def _adam_betas(instance: object, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
     if not all(0.0 <= beta < 1.0 for beta in value):
         raise ValueError(f"'{attribute.name}' must be two decay rates, each in [0, 1): {list(value)!r}")
@@ -124,6 +129,10 @@ class LearnerConfig:
     # "mlp", one bar, and the built-in "attention" and "scan"); checked when the plugins are frozen. mlp stays
     # the default until the encoder ablation shows another learns better (docs/learner.md, "Encoders").
     encoder: str = attrs.field(default="mlp", validator=attrs.validators.min_len(1))
+    # ISV slots appended to every encoder input, read live at each forward (foxhunt.learner.context): the learning
+    # system's own state as inputs, the vsn encoder's ISV_CONTEXT group. Empty: nothing appended, the network as
+    # without context. Checked against the run's slots when the learner is built.
+    isv_context: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_distinct_names)
     # optimisation
     # Adam moves each weight by about lr per update: above 1 no network here can learn (weights are bounded by sigma_max)
     lr: float = attrs.field(default=3e-4, validator=[_finite, _positive, attrs.validators.le(1.0)])

@@ -24,10 +24,16 @@ backtest alike (the backtest environment reads the same matrix by the same index
 one bar, bit for bit. It lives here, not in a plugin, for the reason ``budgeted_sum`` does: a run with every
 plugin disabled still needs one. The others are plugins (the built-in ``attention`` and ``scan``), selected by
 ``[learner] encoder`` and checked when the run's plugins are frozen (:func:`select_encoder`).
+
+ISV context (``[learner] isv_context``, :mod:`foxhunt.learner.context`): the network appends C lanes of the live
+ISV to the encoder input, after the portfolio columns, so every encoder is built with ``portfolio_width = P + C``
+and reads them as non-window columns. An encoder whose ``build`` takes a ``context_width`` keyword is told C
+(:func:`build_encoder`): the ``vsn`` encoder makes those columns a variable of their own.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +43,7 @@ from torch import nn
 from foxhunt.learner.choice import select_choice, unknown_choice
 from foxhunt.plugin.records import Encoder
 
-__all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "encoder_input_width", "select_encoder",
+__all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "build_encoder", "encoder_input_width", "select_encoder",
            "unknown_encoder", "window_input", "window_indices"]
 
 DEFAULT_ENCODER = "mlp"
@@ -64,6 +70,16 @@ MLP_ENCODER = Encoder(
     build=_build_identity,
     description="one bar: the observation (features + portfolio) is the MLP trunk's input, as before encoders",
 )
+
+
+def build_encoder(encoder: Encoder, n_features: int, portfolio_width: int, context_width: int) -> nn.Module:
+    """``encoder``'s module for ``n_features`` market columns per bar and ``portfolio_width + context_width``
+    non-window columns (the portfolio, then the ISV context's lanes). ``context_width`` is passed by keyword to a
+    ``build`` that takes it, and only when there is context: an encoder that does not know of the context reads
+    its lanes as more portfolio columns."""
+    if context_width and "context_width" in inspect.signature(encoder.build).parameters:
+        return encoder.build(n_features, portfolio_width + context_width, encoder.settings, context_width=context_width)
+    return encoder.build(n_features, portfolio_width + context_width, encoder.settings)
 
 
 def encoder_input_width(window: int, n_features: int, portfolio_width: int) -> int:

@@ -44,7 +44,8 @@ from foxhunt.learner.config import LearnerConfig, learner_config_of
 from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
-from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
+from foxhunt.learner.context import IsvContext
+from foxhunt.learner.encoders import MLP_ENCODER, build_encoder, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
@@ -154,7 +155,10 @@ class Learner:
             raise ValueError(f"encoder {self.encoder.name!r} reads a window of {self.window} bars: the learner needs "
                              f"n_features, the market part of the {obs_dim}-wide observation (got {n_features})")
         self.n_features = n_features
-        self.input_dim = encoder_input_width(self.window, n_features, obs_dim - n_features)  # the network's input
+        # ISV slots appended to every encoder input ([learner] isv_context), read live: refused here when undeclared
+        self.context = IsvContext(isv.tensor, layout, c.isv_context) if c.isv_context else None
+        context_width = 0 if self.context is None else self.context.width
+        self.input_dim = encoder_input_width(self.window, n_features, obs_dim - n_features) + context_width
         self.feature_matrix: torch.Tensor | None = None  # the fold's [bars, F], use_features (W > 1 only)
         self.reads = LearnerReads.build(isv, c)
         # a component's CentredSupport (the IQL value head): a state-value head, atoms centred per sample
@@ -167,11 +171,12 @@ class Learner:
         # parameter init draws from the global RNG; fork it so construction is seeded and leaves it untouched
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
-            encoder = self.encoder.build(n_features, obs_dim - n_features, self.encoder.settings)
+            encoder = build_encoder(self.encoder, n_features, obs_dim - n_features, context_width)
             head = {} if self.centring is None else {"state_values": self.centring.outputs,
                                                        "centre": self.centring.centre}
             head["auxiliary_outputs"] = self.auxiliary.outputs
-            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, **head).to(self.device, dtype)
+            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, context=self.context,
+                                            **head).to(self.device, dtype)
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)
@@ -421,6 +426,7 @@ class Learner:
         inputs = self.replay.newest_inputs(ENCODER_DIAGNOSTIC_ROWS).to(self.dtype)
         if inputs.shape[0] == 0:
             return {}
+        inputs = self.network.encoder_input(inputs)  # what the encoder reads in a forward: the ISV context too
         if encoder.slot_values is not None:
             self._write_encoder_slots(encoder.slot_values(self.network.encoder, inputs, tuple(feature_groups)))
         if encoder.diagnostics is None:

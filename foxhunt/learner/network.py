@@ -39,6 +39,7 @@ from torch.nn import functional as F
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner import fused_q
+from foxhunt.learner.context import IsvContext
 from foxhunt.learner.encoders import IdentityEncoder
 from foxhunt.learner.distributional import centred_support
 
@@ -131,14 +132,19 @@ class BranchingNetwork(nn.Module):
     :class:`~foxhunt.plugin.records.CentredSupport`; left out, the network is exactly the one without them.
     ``auxiliary_outputs`` > 0 adds the auxiliary head (the loss components' :class:`~foxhunt.plugin.records.AuxiliaryTask`
     columns), built after every other layer for the same reason.
+    ``context`` (an :class:`~foxhunt.learner.context.IsvContext`, ``[learner] isv_context``): ISV lanes appended
+    to every input by :meth:`encoder_input`, read live at each forward; ``obs_dim`` then counts them.
     """
 
     def __init__(self, obs_dim: int, config: LearnerConfig, sizes: tuple[int, ...] | None = None,
                  encoder: nn.Module | None = None, *, state_values: int = 0,
-                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None, auxiliary_outputs: int = 0) -> None:
-        """``obs_dim``: the width of the network's input (the encoder input, ``[B, obs_dim]``). ``encoder`` maps
-        it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity (``mlp``)."""
+                 centre: Callable[[torch.Tensor], torch.Tensor] | None = None, auxiliary_outputs: int = 0,
+                 context: IsvContext | None = None) -> None:
+        """``obs_dim``: the width of the encoder input (``[B, obs_dim]``, the ISV context's lanes included).
+        ``encoder`` maps it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity
+        (``mlp``)."""
         super().__init__()
+        self.context = context  # not a module or a tensor: no parameter, no state, shared by deepcopy
         sizes = branch_sizes() if sizes is None else tuple(sizes)
         if len(sizes) != len(Branch):
             raise ValueError(f"need one action count per Branch ({len(Branch)}), got {sizes}")
@@ -199,8 +205,16 @@ class BranchingNetwork(nn.Module):
         rescales these per branch. Empty without the head."""
         return [] if self.state_value_out is None else [self.state_value_out]
 
+    def encoder_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs [B, D]`` (the observation, its window gathered) -> the encoder's input: ``obs`` itself, or with
+        the ISV context's live lanes appended to every row ``[B, D + C]``."""
+        if self.context is None:  # fixed for the network: a static branch
+            return obs
+        context = self.context().to(obs.dtype)
+        return torch.cat([obs, context.expand(obs.shape[0], context.shape[0])], dim=1)
+
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        h = self.encoder(obs)  # [B, encoder.out_features]
+        h = self.encoder(self.encoder_input(obs))  # [B, encoder.out_features]
         for layer in self.trunk:
             h = F.relu(layer(h))
         return h  # [B, H]

@@ -217,6 +217,11 @@ class Encoder:
     recomputed from the window each time. ``[learner] encoder`` selects one (default ``mlp``: the core's
     one-bar identity, today's network).
 
+    With ``[learner] isv_context`` the network appends C live ISV lanes after the portfolio features
+    (:mod:`foxhunt.learner.context`): ``portfolio_width`` then counts them, and a ``build`` that takes a
+    ``context_width`` keyword is also told C (the last C of its non-window columns), so it can treat them apart;
+    one that does not take it reads them as more portfolio columns.
+
     ``diagnostics(module, inputs, feature_names)``, optional: what the encoder wants a user to see, as a
     mapping of names to numbers. At every epoch boundary the trainer calls it (no gradient) with the built
     module, the encoder inputs of the replay's newest transitions (up to :data:`ENCODER_DIAGNOSTIC_ROWS`,

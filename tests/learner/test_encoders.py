@@ -20,6 +20,7 @@ from trainer_testkit import TINY, TINY_DATA, invoke, train_args
 import foxhunt.learner.declarations as declarations
 from foxhunt import AugmentationFold, AugmentationInputs, ReplayAugmentation
 from foxhunt.actions import Branch, branch_sizes
+from foxhunt.contract import FeatureGroup
 from foxhunt.tooling.audit import parse_rows
 from foxhunt.checkpoint_backtest import backtest_checkpoint, load_policy
 from foxhunt.env.tables import PortfolioObs
@@ -199,20 +200,22 @@ def test_the_learner_writes_an_encoders_slot_values_and_refuses_a_wrong_name_or_
         assert feature_groups == ("market", "book") and inputs.shape[1] == kit.obs_dim
         return dict(returned)
 
-    slot = vsn.GROUP_SELECTION  # a slot five wide, declared by the vsn plugin
+    slot = vsn.GROUP_SELECTION  # a slot FeatureGroup wide, declared by the vsn plugin
+    width = FeatureGroup.size()
     encoder = attrs.evolve(MLP_ENCODER, slot_values=slot_values, writes=(slot,))
     host, registries = kit.frozen_host(extra=[(vsn, vsn.NAME)])
     config = kit.small_config()
     learner = Learner(config, registries.layout, ISV(registries.layout, "cpu"), host.loss_components(config),
                       kit.obs_dim, "cpu", 0, n_envs=kit.n_envs, encoders=[encoder], n_features=2)
-    returned[slot] = torch.arange(5.0)
+    returned[slot] = torch.arange(float(width))
     learner.encoder_epoch(("a", "b"), ("market", "book"))  # an empty replay: nothing to read, nothing written
-    assert learner.isv.view(slot).tolist() == [0.0] * 5
+    assert learner.isv.view(slot).tolist() == [0.0] * width
     kit.fill_replay(learner, 4)
     assert learner.encoder_epoch(("a", "b"), ("market", "book")) == {}
-    assert learner.isv.view(slot).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert learner.isv.view(slot).tolist() == [float(k) for k in range(width)]
     returned[slot] = [0.5, 0.5]
-    with pytest.raises(LayoutError, match=f"encoder 'mlp' returned 2 values for ISV slot '{slot}', which is 5 wide"):
+    with pytest.raises(LayoutError,
+                       match=f"encoder 'mlp' returned 2 values for ISV slot '{slot}', which is {width} wide"):
         learner.encoder_epoch(("a", "b"), ("market", "book"))
     returned.clear()
     with pytest.raises(LayoutError, match=rf"encoder 'mlp' returned slot values for \[\], but its writes are \['{slot}'\]"):

@@ -51,15 +51,20 @@ def parameters_of(module: torch.nn.Module, group: int | None = None) -> dict[str
 
 
 def reference(encoder: vsn.VariableSelectionEncoder, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The output ``[B, width + P]`` and the selection weights ``[B, V]``, one sample and one variable at a time."""
+    """The output ``[B, width + P]`` and the selection weights ``[B, V]``, one sample and one variable at a time;
+    with ISV context, its last ``context_width`` columns are one more variable after the portfolio."""
     f = encoder.n_features
+    own = x.shape[1] - encoder.context_width  # the portfolio's columns end here, the context's begin
     embedding = parameters_of(encoder.feature_embedding)
     portfolio_map = parameters_of(encoder.portfolio_embedding)
     selection = parameters_of(encoder.selection)
     outputs, selections = [], []
     for sample in x.double():
         embedded = [embedding["weight"][j, :, 0] * sample[j] + embedding["bias"][j] for j in range(f)]
-        embedded.append(portfolio_map["weight"] @ sample[f:] + portfolio_map["bias"])
+        embedded.append(portfolio_map["weight"] @ sample[f:own] + portfolio_map["bias"])
+        if encoder.context_width:
+            context_map = parameters_of(encoder.context_embedding)
+            embedded.append(context_map["weight"] @ sample[own:] + context_map["bias"])
         processed = [grn_of(parameters_of(encoder.variable_grns, j), xi) for j, xi in enumerate(embedded)]
         logits = grn_of(selection, torch.cat(embedded))
         weights = torch.exp(logits) / torch.exp(logits).sum()
@@ -69,21 +74,23 @@ def reference(encoder: vsn.VariableSelectionEncoder, x: torch.Tensor) -> tuple[t
     return torch.stack(outputs), torch.stack(selections)
 
 
-def encoder_and_input(seed: int, n_features: int, portfolio: int, width: int, batch: int):
+def encoder_and_input(seed: int, n_features: int, portfolio: int, width: int, batch: int, context: int = 0):
+    """The encoder and an input ``[batch, F + P + C]``: ``context`` ISV context columns after the portfolio."""
     torch.manual_seed(seed)
-    encoder = vsn.build(n_features, portfolio, vsn.VsnSettings(width=width))
-    x = torch.randn(batch, n_features + portfolio, generator=torch.Generator().manual_seed(seed + 1)) * 2
+    encoder = vsn.build(n_features, portfolio + context, vsn.VsnSettings(width=width), context_width=context)
+    x = torch.randn(batch, n_features + portfolio + context, generator=torch.Generator().manual_seed(seed + 1)) * 2
     return encoder, x
 
 
 @given(seed=st.integers(0, 10_000), n_features=st.integers(1, 4), portfolio=st.integers(1, 3),
-       width=st.integers(2, 5), batch=st.integers(1, 4))
+       width=st.integers(2, 5), batch=st.integers(1, 4), context=st.integers(0, 2))
 def test_the_encoder_matches_a_float64_reference(seed: int, n_features: int, portfolio: int, width: int,
-                                                  batch: int) -> None:
-    encoder, x = encoder_and_input(seed, n_features, portfolio, width, batch)
+                                                  batch: int, context: int) -> None:
+    encoder, x = encoder_and_input(seed, n_features, portfolio, width, batch, context)
+    assert encoder.variables == n_features + 1 + (context > 0)
     expected, expected_weights = reference(encoder, x)
     got = encoder(x)
-    assert got.shape == (batch, encoder.out_features) == (batch, width + portfolio)
+    assert got.shape == (batch, encoder.out_features) == (batch, width + portfolio + context)
     torch.testing.assert_close(got.double(), expected, rtol=1e-4, atol=1e-5)
     encoder.double()  # the same parameters in float64: the reference's arithmetic, to rounding
     torch.testing.assert_close(encoder(x.double()), expected, rtol=1e-10, atol=1e-12)
@@ -245,17 +252,31 @@ def test_the_diagnostics_are_the_mean_selection_weight_of_each_named_variable() 
         record.diagnostics(encoder, x, ("ret_1", "boll_256"))
 
 
+def test_with_isv_context_the_context_is_a_named_variable_and_group() -> None:
+    torch.manual_seed(2)
+    encoder = vsn.build(2, 3 + 2, vsn.VsnSettings(width=4), context_width=2)
+    (record,) = vsn.foxhunt_encoders(vsn.VsnSettings(width=4))
+    x = torch.randn(32, 7)
+    values = record.diagnostics(encoder, x, ("ret_1", "ofi_16"))
+    assert list(values) == ["selection.ret_1", "selection.ofi_16", "selection.portfolio", "selection.isv_context"]
+    groups = record.slot_values(encoder, x, ("market", "order_flow"))[vsn.GROUP_SELECTION]
+    torch.testing.assert_close(groups[FeatureGroup.ISV_CONTEXT], torch.tensor(values["selection.isv_context"]))
+    with pytest.raises(ValueError, match="at least one portfolio column besides the 2 ISV context columns"):
+        vsn.build(2, 2, vsn.VsnSettings(width=4), context_width=2)
+
+
 @given(seed=st.integers(0, 10_000), groups=st.lists(st.sampled_from(FEATURE_GROUPS), min_size=1, max_size=6),
-       batch=st.integers(1, 5))
+       batch=st.integers(1, 5), context=st.booleans())
 def test_group_selection_is_each_groups_summed_weight_against_a_float64_loop(seed: int, groups: list[str],
-                                                                           batch: int) -> None:
+                                                                           batch: int, context: bool) -> None:
     generator = torch.Generator().manual_seed(seed)
-    weights = torch.softmax(torch.randn(batch, len(groups) + 1, generator=generator, dtype=torch.float64), -1)
-    got = vsn.group_selection(weights.float(), tuple(groups))
+    tail = [FeatureGroup.PORTFOLIO, *([FeatureGroup.ISV_CONTEXT] if context else [])]
+    weights = torch.softmax(torch.randn(batch, len(groups) + len(tail), generator=generator, dtype=torch.float64), -1)
+    got = vsn.group_selection(weights.float(), tuple(groups), context=context)
     want = [0.0] * FeatureGroup.size()
     for sample in weights.tolist():
         for j, value in enumerate(sample):
-            group = FeatureGroup[groups[j].upper()] if j < len(groups) else FeatureGroup.PORTFOLIO
+            group = FeatureGroup[groups[j].upper()] if j < len(groups) else tail[j - len(groups)]
             want[group] += value / batch
     torch.testing.assert_close(got.double(), torch.tensor(want, dtype=torch.float64), rtol=1e-5, atol=1e-6)
     assert math.isclose(float(got.sum()), 1.0, rel_tol=1e-5)
