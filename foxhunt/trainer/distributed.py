@@ -226,6 +226,10 @@ def _rank_main(rank: int, job: DistributedJob) -> None:
                 show_progress=job.show_progress and rank == 0, metrics_port=job.metrics_port if rank == 0 else None,
             )
             trainer.run(resume_from=job.run_path if job.resume else None)
+        # Every rank leaves together: a rank that tore its group down while another was still inside gloo killed
+        # that one at exit ("terminate called without an active exception", then SIGABRT/SIGSEGV, seen in CI
+        # after both had finished training). Only on success: after an error the others may never get here.
+        dist.barrier()
     except BaseException as error:
         try:
             (job.error_dir / f"rank{rank}.pickle").write_bytes(pickle.dumps(error))
