@@ -106,3 +106,42 @@ def test_a_tiny_run_gives_vsn_a_context_variable_and_the_saved_policy_reads_its_
         torch.testing.assert_close(q_values[real], expected[real], rtol=0.0, atol=1e-5)
     finally:
         loaded.host.close()
+
+
+@pytest.mark.parametrize("name", ["attention", "scan"])
+def test_a_window_encoder_reads_the_context_after_the_portfolio(name: str) -> None:
+    """Encoders that do not take ``context_width`` read the lanes as more non-window columns: the learner acts and
+    updates on windows with them, and a write to the slot changes what it acts on."""
+    from learner_builders import N_ENVS, frozen_host, small_config
+
+    from foxhunt.isv import ISV
+    from foxhunt.learner import Learner
+    from foxhunt_plugins.encoders import attention, scan
+
+    host, registries = frozen_host(extra=[(support, "support"), (attention, attention.NAME), (scan, scan.NAME)],
+                                   settings={"attention": {"window": 3, "width": 8, "heads": 2},
+                                             "scan": {"window": 3, "width": 8, "state": 4, "heads": 2}})
+    # the knots, which an even spacing never reads: a write to them changes the Q only through the context
+    config = small_config(encoder=name, isv_context=(contract.SUPPORT_KNOTS,))
+    learner = Learner(config, registries.layout, ISV(registries.layout, "cpu"), host.loss_components(config), OBS_DIM,
+                      "cpu", 0, n_envs=N_ENVS, encoders=host.encoders(config), n_features=2)
+    assert learner.input_dim == 3 * 2 + (OBS_DIM - 2) + len(Branch) * contract.AtomKnot.size()
+    generator = torch.Generator().manual_seed(4)
+    features = torch.randn(40, 2, generator=generator)
+    learner.use_features(features)
+    for step in range(20):
+        bars = torch.tensor([step + 5 * env for env in range(N_ENVS)])
+        obs = torch.cat([features[bars], torch.randn(N_ENVS, OBS_DIM - 2, generator=generator)], 1)
+        next_obs = torch.cat([features[bars + 1], torch.randn(N_ENVS, OBS_DIM - 2, generator=generator)], 1)
+        actions = torch.zeros(N_ENVS, len(Branch), dtype=torch.int64)
+        learner.replay.add(obs, actions, torch.randn(N_ENVS, generator=generator), next_obs, torch.zeros(N_ENVS),
+                           bars, bars + 1)
+    learner.step(16)
+    assert torch.isfinite(learner.loss_values).all()
+    before = learner.act_values(obs, bars)
+    support_before = learner.support()
+    learner.isv.write(contract.SUPPORT_KNOTS, torch.full((len(Branch) * contract.AtomKnot.size(),), 0.3))
+    torch.testing.assert_close(learner.support(), support_before, rtol=0.0, atol=0.0)
+    after = learner.act_values(obs, bars)
+    finite = torch.isfinite(before)
+    assert not torch.allclose(before[finite], after[finite])
