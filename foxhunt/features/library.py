@@ -31,9 +31,10 @@ _CUSUM_DRIFT = 0.5  # kappa: allowance per bar, in standard deviations
 _CUSUM_THRESHOLD = 5.0  # h: a side resets once it reaches h standard deviations
 
 
-# The groups a feature family may name (every one but the portfolio's), by their lower-case names.
+# The groups a feature family may name, by their lower-case names: every one but those of the columns the core
+# itself adds after the features (the environment's portfolio, the learner's ISV context).
 FEATURE_GROUPS: tuple[str, ...] = tuple(group.name.lower() for group in FeatureGroup
-                                        if group is not FeatureGroup.PORTFOLIO)
+                                        if group not in (FeatureGroup.PORTFOLIO, FeatureGroup.ISV_CONTEXT))
 # A family that names no group gets the one its data says: bars alone are the market, the book is the book, trades
 # (with or without the book) are order flow.
 _GROUP_OF_NEEDS = {"ohlcv": "market", "book": "book", "levels": "book", "flow": "order_flow", "book+flow": "order_flow"}

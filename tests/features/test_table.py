@@ -134,8 +134,9 @@ def test_the_matrix_carries_each_columns_group_named_or_implied_by_its_needs() -
     implied = {"ohlcv": "market", "book": "book", "levels": "book", "flow": "order_flow", "book+flow": "order_flow"}
     for needs, group in implied.items():
         assert FeatureDef("probe", 1, needs, TWICE.compute, "probe").group == group
-    with pytest.raises(ValueError, match="group"):
-        attrs.evolve(TWICE, group="sentiment")
+    for not_a_family_group in ("sentiment", "portfolio", "isv_context"):  # the last two: columns the core adds
+        with pytest.raises(ValueError, match="group"):
+            attrs.evolve(TWICE, group=not_a_family_group)
 
 
 def test_feature_config_checks_core_shapes_only() -> None:
