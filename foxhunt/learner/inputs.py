@@ -103,9 +103,13 @@ class LossInputs:
         ``action_dim`` is the position of A (2 for ``[B, Branch, A, ...]``, 3 for ``[B, T, Branch, A]``).
         """
         actions = self.batch.actions  # [B, Branch]
-        shape = [actions.shape[0]] + [1] * (action_dim - 2) + [actions.shape[1], 1] + [1] * (values.dim() - action_dim - 1)
-        index = actions.view(shape).expand(*values.shape[:action_dim], 1, *values.shape[action_dim + 1:])
-        return values.gather(action_dim, index).squeeze(action_dim)
+        n_actions = values.shape[action_dim]
+        chosen = torch.arange(n_actions, device=actions.device) == actions[..., None]  # [B, Branch, A]
+        shape = [actions.shape[0]] + [1] * (action_dim - 2) + [actions.shape[1], n_actions] + [1] * (values.dim() - action_dim - 1)
+        # a masked sum rather than a gather: the same values exactly (one term, the rest +0; padded -inf never
+        # read), and its backward is a select instead of a scatter, which the compiled update fuses into the
+        # kernels around it instead of writing a zero-filled [B, ..., A, ...] gradient
+        return torch.where(chosen.view(shape), values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(action_dim)
 
     def branch_mean(self, values: torch.Tensor) -> torch.Tensor:
         """``[..., Branch]`` -> ``[...]``, weighted by ``branch_weights``."""

@@ -39,6 +39,7 @@ from torch.nn import functional as F
 from foxhunt.actions import Branch, branch_sizes
 from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner import fused_q
+from foxhunt.learner.atom_softmax import log_softmax_expectation, log_softmax_expectation_reference
 from foxhunt.learner.context import IsvContext
 from foxhunt.learner.encoders import IdentityEncoder
 from foxhunt.learner.distributional import centred_support
@@ -154,6 +155,8 @@ class BranchingNetwork(nn.Module):
         self.n_atoms = config.n_atoms
         self.ensemble_size = config.ensemble_size
         self.fused_acting = config.fused_acting  # on CUDA: acting's expected Q in one kernel (fused_q)
+        # the compiled update differentiates the C51 head in closed form (atom_softmax); eager keeps autograd's
+        self.closed_form_backward = config.compile
         mask = make_action_mask(sizes)  # [Branch, A]
         self.register_buffer("action_mask", mask)
         self.register_buffer("n_valid", mask.sum(-1).to(torch.float32))  # [Branch]
@@ -240,11 +243,13 @@ class BranchingNetwork(nn.Module):
         can be taken over its weight rows instead of its outputs: one matmul with
         centred weights gives the centred advantages. Subtracting the mean of the
         outputs made every row of a large batch read all of its branch's actions
-        again. The update keeps :meth:`logits`, the form the learning-quality
-        test's thresholds were measured with. The two differ by float rounding
-        only, but a short run is chaotic: with centred weights in the update
-        too, that test's AR(1) seeds 1-5 went from 1.09, 1.53, 0.42, 2.05, 0.32
-        of the oracle to -0.58, 1.17, 0.05, 2.05, 0.57.
+        again. The compiled update uses it too (its backward then has no mean
+        over actions to differentiate); the eager update keeps :meth:`logits`,
+        the form the learning-quality test's thresholds were measured with. The
+        two differ by float rounding only, but a short run is chaotic: with
+        centred weights in the eager update too, that test's AR(1) seeds 1-5
+        went from 1.09, 1.53, 0.42, 2.05, 0.32 of the oracle to -0.58, 1.17,
+        0.05, 2.05, 0.57.
         """
         value, adv_h = self._streams(h)
         weight, bias = self.centred_advantage_layer()
@@ -264,10 +269,12 @@ class BranchingNetwork(nn.Module):
 
     def distribution(self, h: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Dueling C51 per branch: ``(log_probs [B, Branch, A, N], q [B, Branch, A])``; ``support`` is ``[Branch, N]``."""
-        log_probs = F.log_softmax(self.logits(h), dim=-1)
         # shared [Branch, N] or per sample [B, Branch, N]: either way one support per (sample,) branch
         atoms = support[None, :, None, :] if support.dim() == 2 else support[:, :, None, :]
-        q = (log_probs.exp() * atoms).sum(-1)
+        if self.closed_form_backward:  # compiled: the centred-weight logits (no mean over actions to differentiate)
+            log_probs, q = log_softmax_expectation(self.acting_logits(h), atoms)
+        else:
+            log_probs, q = log_softmax_expectation_reference(self.logits(h), atoms)
         q = q.masked_fill(~self.action_mask, float("-inf"))
         return log_probs, q
 
