@@ -11,6 +11,7 @@ import torch
 
 from foxhunt.actions import Branch
 from foxhunt.learner import Replay, ReplayConfig
+from foxhunt.learner.replay import spread_max
 
 
 def make_replay(capacity: int, n_envs: int, n_step: int = 3, seed: int = 0, **kw: object) -> Replay:
@@ -245,3 +246,11 @@ def test_a_split_replay_refuses_a_step_without_its_execution_parts() -> None:
     with pytest.raises(ValueError, match="execution part"):
         replay.add(torch.zeros(2, 2), torch.zeros(2, len(Branch), dtype=torch.long), torch.zeros(2), torch.zeros(2, 2),
                    torch.zeros(2))
+
+
+@pytest.mark.parametrize("length", [1, 31, 32, 33, 64, 8192, 8200])
+def test_the_spread_max_is_the_max_exactly(length: int) -> None:
+    """The importance weights' normaliser, taken as a max of row maxima where the length allows."""
+    values = torch.randn(length, generator=torch.Generator().manual_seed(length), dtype=torch.float64) * 1e6
+    assert spread_max(values).item() == values.max().item()
+    assert spread_max(values.exp()).item() == values.exp().max().item()
