@@ -64,6 +64,9 @@ def trainer(request, tmp_path_factory):
     if not torch.cuda.is_available():
         raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
     compiled, variant = request.param
+    # one variant per process in real use: start each from an empty compile cache, so the variants before it
+    # do not count toward dynamo's recompile limit for the shared pieces
+    torch._dynamo.reset()
     config = load_config(None, SMALL + [f"learner.compile={str(compiled).lower()}", *VARIANTS[variant]])
     trainer = Trainer(config, RunDirectory(tmp_path_factory.mktemp("gpu_run")), show_progress=False)
     trainer._build()
