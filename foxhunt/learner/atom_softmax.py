@@ -56,4 +56,7 @@ def log_softmax_expectation(logits: torch.Tensor, atoms: torch.Tensor) -> tuple[
 
     ``logits [..., N]``; ``atoms`` broadcastable to them and not differentiated (the support is never learnt by
     gradient through the losses). Returns ``log_probs [..., N]`` and the expected value ``[...]``."""
+    if atoms.requires_grad:  # the backward returns no gradient for them: refuse rather than drop one silently
+        raise ValueError("log_softmax_expectation does not differentiate the atoms; "
+                         "use log_softmax_expectation_reference for atoms that require grad")
     return _LogSoftmaxExpectation.apply(logits, atoms)

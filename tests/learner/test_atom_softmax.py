@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,3 +76,9 @@ def test_an_unused_output_contributes_no_gradient() -> None:
             (grad,) = torch.autograd.grad(head(x, atoms)[pick].sin().sum(), x)
             grads.append(grad)
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+def test_atoms_that_require_grad_are_refused_rather_than_left_without_a_gradient() -> None:
+    logits, atoms = random_head(3, per_sample_atoms=False)
+    with pytest.raises(ValueError, match="does not differentiate the atoms"):
+        log_softmax_expectation(logits, atoms.requires_grad_(True))
