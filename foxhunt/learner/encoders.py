@@ -43,8 +43,8 @@ from torch import nn
 from foxhunt.learner.choice import select_choice, unknown_choice
 from foxhunt.plugin.records import Encoder
 
-__all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "build_encoder", "encoder_input_width", "select_encoder",
-           "unknown_encoder", "window_input", "window_indices"]
+__all__ = ["DEFAULT_ENCODER", "MLP_ENCODER", "IdentityEncoder", "build_encoder", "encoder_input_width",
+           "select_encoder", "unknown_encoder", "window_input", "window_indices"]
 
 DEFAULT_ENCODER = "mlp"
 

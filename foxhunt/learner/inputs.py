@@ -103,13 +103,14 @@ class LossInputs:
         ``action_dim`` is the position of A (2 for ``[B, Branch, A, ...]``, 3 for ``[B, T, Branch, A]``).
         """
         actions = self.batch.actions  # [B, Branch]
-        n_actions = values.shape[action_dim]
-        chosen = torch.arange(n_actions, device=actions.device) == actions[..., None]  # [B, Branch, A]
-        shape = [actions.shape[0]] + [1] * (action_dim - 2) + [actions.shape[1], n_actions] + [1] * (values.dim() - action_dim - 1)
+        chosen = torch.arange(values.shape[action_dim], device=actions.device) == actions[..., None]  # [B, Branch, A]
+        # laid onto values: B, the dims before Branch (T), Branch and A, then those after A (N)
+        before, after = [1] * (action_dim - 2), [1] * (values.dim() - action_dim - 1)
+        chosen = chosen.view(chosen.shape[0], *before, *chosen.shape[1:], *after)
         # a masked sum rather than a gather: the same values exactly (one term, the rest +0; padded -inf never
         # read), and its backward is a select instead of a scatter, which the compiled update fuses into the
         # kernels around it instead of writing a zero-filled [B, ..., A, ...] gradient
-        return torch.where(chosen.view(shape), values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(action_dim)
+        return torch.where(chosen, values, 0.0).sum(action_dim)
 
     def branch_mean(self, values: torch.Tensor) -> torch.Tensor:
         """``[..., Branch]`` -> ``[...]``, weighted by ``branch_weights``."""

@@ -39,7 +39,8 @@ Reading the selection. :meth:`VariableSelectionEncoder.selection_weights` gives 
 encoder inputs (``learner.network.encoder.selection_weights(obs)`` on a learner built with this encoder); it is
 the forward's own computation, not a second model. Each epoch's ``metrics.jsonl`` row carries their mean over
 the replay's newest transitions, one number per variable named ``selection.<feature>``,
-``selection.portfolio`` and, with context, ``selection.isv_context``, under ``encoder`` (:func:`selection_diagnostics`, the record's ``diagnostics``).
+``selection.portfolio`` and, with context, ``selection.isv_context``, under ``encoder``
+(:func:`selection_diagnostics`, the record's ``diagnostics``).
 
 Per group. Each feature column belongs to a :class:`foxhunt.contract.FeatureGroup` (its family's: market, order
 flow, book, multi-timeframe), the portfolio variable is the ``PORTFOLIO`` group and the context variable the

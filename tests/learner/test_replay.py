@@ -251,6 +251,7 @@ def test_a_split_replay_refuses_a_step_without_its_execution_parts() -> None:
 @pytest.mark.parametrize("length", [1, 31, 32, 33, 64, 8192, 8200])
 def test_the_spread_max_is_the_max_exactly(length: int) -> None:
     """The importance weights' normaliser, taken as a max of row maxima where the length allows."""
-    values = torch.randn(length, generator=torch.Generator().manual_seed(length), dtype=torch.float64) * 1e6
-    assert spread_max(values).item() == values.max().item()
-    assert spread_max(values.exp()).item() == values.exp().max().item()
+    draws = torch.rand(length, generator=torch.Generator().manual_seed(length), dtype=torch.float64)
+    weights = (length * draws).pow(-0.4)  # shaped like the sampler's (N · P)^-β
+    assert spread_max(weights).item() == weights.max().item()
+    assert spread_max(-weights).item() == (-weights).max().item()
