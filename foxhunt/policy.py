@@ -47,7 +47,8 @@ from foxhunt.learner import (MLP_ENCODER, BranchingNetwork, Learner, LearnerConf
 from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.context import IsvContext
-from foxhunt.learner.encoders import build_encoder, encoder_input_width, unknown_encoder
+from foxhunt.learner.encoders import unknown_encoder
+from foxhunt.learner.network import build_network
 from foxhunt.plugin.settings import migrate_saved
 from foxhunt.plugin.records import Encoder
 from foxhunt.state_loading import load_in_place
@@ -256,12 +257,9 @@ class Policy:
         # parameter init draws from the global RNG: forked, so loading a policy mid-run leaves the run's draws alone
         # the ISV context is read from the policy's own ISV, the one it was saved with: frozen with it
         context = IsvContext(isv.tensor, isv.layout, config.isv_context) if config.isv_context else None
-        context_width = 0 if context is None else context.width
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            module = build_encoder(encoder, n_features, portfolio, context_width)
-            network = BranchingNetwork(encoder_input_width(encoder.window, n_features, portfolio) + context_width,
-                                       config, encoder=module, state_values=state_values,
-                                       auxiliary_outputs=auxiliary_outputs, context=context).to(device, _DTYPE)
+            network = build_network(config, encoder, n_features, portfolio, context, state_values=state_values,
+                                    auxiliary_outputs=auxiliary_outputs).to(device, _DTYPE)
         generator = torch.Generator(device).manual_seed(0)  # the vectors' start values are overwritten by the load
         spectral = SpectralNorm(network.weight_matrices(), config.sigma_max, config.power_iterations, generator)
         popart = popart_of(config.popart_stats, len(Branch), network.n_actions, config.popart_beta,

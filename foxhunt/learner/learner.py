@@ -45,11 +45,11 @@ from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.context import IsvContext
-from foxhunt.learner.encoders import MLP_ENCODER, build_encoder, encoder_input_width, select_encoder, window_input
+from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
 from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
-from foxhunt.learner.network import BranchingNetwork
+from foxhunt.learner.network import build_network
 from foxhunt.learner.optim import LRSchedule, make_optimizer
 from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.popart import popart_of
@@ -171,12 +171,10 @@ class Learner:
         # parameter init draws from the global RNG; fork it so construction is seeded and leaves it untouched
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
-            encoder = build_encoder(self.encoder, n_features, obs_dim - n_features, context_width)
             head = {} if self.centring is None else {"state_values": self.centring.outputs,
                                                        "centre": self.centring.centre}
-            head["auxiliary_outputs"] = self.auxiliary.outputs
-            self.network = BranchingNetwork(self.input_dim, c, encoder=encoder, context=self.context,
-                                            **head).to(self.device, dtype)
+            self.network = build_network(c, self.encoder, n_features, obs_dim - n_features, self.context,
+                                         auxiliary_outputs=self.auxiliary.outputs, **head).to(self.device, dtype)
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)

@@ -41,10 +41,11 @@ from foxhunt.learner.config import LearnerConfig
 from foxhunt.learner import fused_q
 from foxhunt.learner.atom_softmax import log_softmax_expectation, log_softmax_expectation_reference
 from foxhunt.learner.context import IsvContext
-from foxhunt.learner.encoders import IdentityEncoder
+from foxhunt.learner.encoders import IdentityEncoder, build_encoder, encoder_input_width
 from foxhunt.learner.distributional import centred_support
+from foxhunt.plugin.records import Encoder
 
-__all__ = ["BatchedLinear", "BranchingNetwork", "NetworkOutput", "make_action_mask"]
+__all__ = ["BatchedLinear", "BranchingNetwork", "NetworkOutput", "build_network", "make_action_mask"]
 
 
 def make_action_mask(sizes: tuple[int, ...], device: torch.device | str | None = None) -> torch.Tensor:
@@ -338,3 +339,19 @@ class BranchingNetwork(nn.Module):
         ensemble = self.ensemble_values(h) if with_ensemble else None
         auxiliary = self.auxiliary_heads(h) if with_auxiliary and self.auxiliary_out is not None else None
         return NetworkOutput(log_probs, q, quantiles, taus, ensemble, state_values, sample_support, auxiliary)
+
+
+def build_network(config: LearnerConfig, encoder: Encoder, n_features: int, portfolio_width: int,
+                  context: IsvContext | None, *, state_values: int = 0,
+                  centre: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                  auxiliary_outputs: int = 0) -> BranchingNetwork:
+    """The network of a learner config: ``encoder``'s module over the encoder input (its window of ``n_features``
+    market columns, the ``portfolio_width`` portfolio columns and the ISV ``context``'s lanes), then the branching
+    heads. The learner and a loaded :class:`foxhunt.policy.Policy` both build theirs here, so a saved network
+    always loads into the shapes it was saved from. Parameter init draws from the global RNG: the caller forks
+    and seeds it. ``state_values``, ``centre``, ``auxiliary_outputs``: as :class:`BranchingNetwork`'s."""
+    context_width = 0 if context is None else context.width
+    module = build_encoder(encoder, n_features, portfolio_width, context_width)
+    return BranchingNetwork(encoder_input_width(encoder.window, n_features, portfolio_width) + context_width, config,
+                            encoder=module, state_values=state_values, centre=centre,
+                            auxiliary_outputs=auxiliary_outputs, context=context)
