@@ -49,7 +49,7 @@ def mirrored(market: MarketData) -> MarketData:
 
 MARKET = with_book(load("synthetic:regime?bars=600&seed=5"), 3)
 MIRROR = mirrored(MARKET)
-NAMES = sorted({*book_features.BOOK_FULL.names, "slope_20", "cusum_32", "macd_12_26", "mtf_ret_3_2", "mtf_rvol_5_1"})
+NAMES = sorted({*book_features.BOOK_FULL.names, "slope_20", "cusum_32", "macd_12_26", "ewz_64", "mtf_ret_3_2", "mtf_rvol_5_1"})
 
 
 def _base(name: str) -> str:

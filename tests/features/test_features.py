@@ -43,10 +43,10 @@ def perturbed_after(market: MarketData, t: int, seed: int) -> MarketData:
 
 @settings(max_examples=40)
 @given(t=st.integers(0, len(BASE) - 2), seed=st.integers(0, 2**32 - 1),
-       features=st.sampled_from(["ohlcv", "book", "book_full"]))
+       features=st.sampled_from(["ohlcv", "horizons_ew", "book", "book_full"]))
 def test_perturbing_bars_after_t_leaves_features_up_to_t_unchanged(t, seed, features):
     # book_full: every family of the built-in feature plugin (foxhunt_plugins/book_features.py) too
-    market = BASE if features == "ohlcv" else BOOK_MARKET
+    market = BASE if features in ("ohlcv", "horizons_ew") else BOOK_MARKET
     original = compute_features(market, features, table=PLUGIN_TABLE).values
     changed = compute_features(perturbed_after(market, t, seed), features, table=PLUGIN_TABLE).values
     np.testing.assert_array_equal(original[: t + 1], changed[: t + 1])  # bit-identical, NaN included
@@ -92,12 +92,37 @@ def test_formulas_on_known_inputs():
     assert volz[4] == pytest.approx((logs[-1] - logs.mean()) / logs.std())
 
 
+def _explicit_ewz(log_close: np.ndarray, t: int, span: int) -> float:
+    """ewz at bar t from its definition: the first bar weighs (1 - a)^t and bar i >= 1 weighs a (1 - a)^(t - i)."""
+    alpha = 2.0 / (span + 1.0)
+    weights = alpha * (1.0 - alpha) ** (t - np.arange(t + 1.0))
+    weights[0] = (1.0 - alpha) ** t
+    window = log_close[: t + 1]
+    mean = weights @ window
+    return (log_close[t] - mean) / np.sqrt(weights @ (window - mean) ** 2)
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), span=st.integers(2, 40), bars=st.integers(45, 120))
+def test_ewz_matches_explicit_exponential_weights(seed, span, bars):
+    rng = np.random.default_rng(seed)
+    close = 50.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, bars)))
+    ohlcv = np.column_stack([close, close * 1.001, close * 0.999, close, np.ones(bars)])
+    stamps = np.datetime64("2024-01-01", "ns") + np.arange(bars) * np.timedelta64(1, "h")
+    values, warmup = feature_values(MarketData("walk", stamps, ohlcv, preset("EQUITY")), f"ewz_{span}")
+    assert warmup == span and np.isnan(values[:span]).all()
+    expected = [_explicit_ewz(np.log(close), t, span) for t in range(span, bars)]
+    np.testing.assert_allclose(values[span:], expected, rtol=1e-9, atol=1e-12)
+
+
 def test_flat_prices_give_zero_not_nan():
     n = 80
     ohlcv = np.tile([10.0, 10.0, 10.0, 10.0, 0.0], (n, 1))
     stamps = np.datetime64("2024-01-01", "ns") + np.arange(n) * np.timedelta64(1, "h")
     features = compute_features(MarketData("flat", stamps, ohlcv, preset("EQUITY")))
     assert np.isfinite(features.values[features.warmup:]).all()
+    ewz, warmup = feature_values(MarketData("flat", stamps, ohlcv, preset("EQUITY")), "ewz_16")
+    assert (ewz[warmup:] == 0.0).all()  # no deviation and no spread: no signal
 
 
 def test_book_features_need_book_data_and_names_are_checked():
