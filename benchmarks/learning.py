@@ -161,6 +161,8 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "horizons, no credit": ['features.feature_set="horizons"', *_CREDIT_OFF],
         # docs/learner.md, "A 512-bar level": the profile's inputs and a 512-bar Bollinger position
         "horizons512, credit": ['features.feature_set="horizons512"', *_CREDIT_ON],
+        # docs/learner.md, "An exponentially weighted level": the profile's inputs and ewz_256
+        "horizons_ew, credit": ['features.feature_set="horizons_ew"', *_CREDIT_ON],
     },
 }
 
