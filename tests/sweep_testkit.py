@@ -24,7 +24,7 @@ def kill_when_started(run_dir: Path, killed: dict, timeout: float = 900.0) -> No
     while not record.is_file():
         if time.monotonic() > deadline:
             return
-        time.sleep(0.02)
+        time.sleep(0.002)
     pid = json.loads(record.read_text(encoding="utf-8"))["pid"]
     os.kill(pid, signal.SIGKILL)
     killed["pid"] = pid
