@@ -25,7 +25,7 @@ ATTEMPTS = 3
 def test_a_trial_killed_on_ray_is_recorded_and_a_retry_completes_the_sweep(tmp_path: Path, base_config: str,
                                                                            warm_cache: Path) -> None:
     # A tiny trial in a warm worker can finish before a killer starved of CPU acts; then the sweep is run afresh
-    # (every attempt must still finish all twelve trials), and the kill must land mid-trial within ATTEMPTS.
+    # (every attempt must leave no trial missing), and the kill must land mid-trial within ATTEMPTS.
     for attempt in range(ATTEMPTS):
         directory = tmp_path / f"sweep{attempt}"
         plan = start_sweep(directory, base_config, SweepSpec(seeds=4), reports=False)
