@@ -45,7 +45,7 @@ from foxhunt.learner.declarations import LEARNER_STATE
 from foxhunt.learner.atoms import AtomShape
 from foxhunt.learner.distributional import shifted_atoms, support_atoms
 from foxhunt.learner.context import IsvContext
-from foxhunt.learner.encoders import MLP_ENCODER, encoder_input_width, select_encoder, window_input
+from foxhunt.learner.encoders import MLP_ENCODER, select_encoder, window_input
 from foxhunt.learner.execution_credit import execution_regret, shaping_table
 from foxhunt.learner.functional import FunctionalGradients, GradientStep
 from foxhunt.learner.inputs import InputSources, LossInputs, build_loss_inputs
@@ -157,8 +157,6 @@ class Learner:
         self.n_features = n_features
         # ISV slots appended to every encoder input ([learner] isv_context), read live: refused here when undeclared
         self.context = IsvContext(isv.tensor, layout, c.isv_context) if c.isv_context else None
-        context_width = 0 if self.context is None else self.context.width
-        self.input_dim = encoder_input_width(self.window, n_features, obs_dim - n_features) + context_width
         self.feature_matrix: torch.Tensor | None = None  # the fold's [bars, F], use_features (W > 1 only)
         self.reads = LearnerReads.build(isv, c)
         # a component's CentredSupport (the IQL value head): a state-value head, atoms centred per sample
@@ -175,6 +173,7 @@ class Learner:
                                                        "centre": self.centring.centre}
             self.network = build_network(c, self.encoder, n_features, obs_dim - n_features, self.context,
                                          auxiliary_outputs=self.auxiliary.outputs, **head).to(self.device, dtype)
+        self.input_dim = self.network.input_width  # the window, the portfolio and the context lanes
         self.spectral = SpectralNorm(self.network.weight_matrices(), c.sigma_max, c.power_iterations, self.generator)
         self.spectral.project(INIT_POWER_ITERATIONS)
         self.target = copy.deepcopy(self.network).requires_grad_(False)

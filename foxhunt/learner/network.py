@@ -146,6 +146,7 @@ class BranchingNetwork(nn.Module):
         ``encoder`` maps it to the trunk's input (``encoder.out_features`` wide); ``None`` is the one-bar identity
         (``mlp``)."""
         super().__init__()
+        self.input_width = obs_dim  # the encoder input's width: what replay stores and acting feeds per sample
         self.context = context  # not a module or a tensor: no parameter, no state, shared by deepcopy
         sizes = branch_sizes() if sizes is None else tuple(sizes)
         if len(sizes) != len(Branch):
