@@ -1,0 +1,139 @@
+"""Paired comparison of two learning-benchmark results, seed by seed.
+
+Five seeds' medians move more from one seed draw to the next than most changes move them (docs/learner.md), so
+a change is judged on pairs: the same dataset and seed under the base and the candidate config, which see the
+same market path and the same test windows. For each dataset this prints the measure's median under each, the
+median paired difference, how many seeds the candidate is ahead, behind or equal, and the two-sided exact sign
+test's p-value (ties dropped): the chance of a split at least that lopsided if the change made no difference.
+
+The measure is agent/oracle where the oracle made money on the run's windows, round trips on the random walk
+(whose oracle stays flat: fewer is better) and the agent's Sharpe elsewhere (the bundled data).
+
+    python benchmarks/learning.py --first-seed 13 --seeds 5 --json base.json
+    python benchmarks/learning.py --first-seed 13 --seeds 5 --set learner.weight_decay=1.0 --json wd.json
+    python benchmarks/learning_compare.py --base base.json --candidate wd.json
+
+Several files per side join their runs (seeds 13-17 in one, 18-22 in another); ``--base-variant`` and
+``--candidate-variant`` pick one variant out of an ``--ablation`` file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+__all__ = ["measure_of", "load_runs", "sign_test", "compare", "main"]
+
+
+def measure_of(run: dict[str, Any]) -> tuple[str, float, bool]:
+    """``(name, value, higher_is_better)`` of one run: agent/oracle, else round trips on a flat oracle's market,
+    else the agent's Sharpe."""
+    oracle = run.get("oracle")
+    if oracle is not None and oracle["sharpe"] > 0:
+        return "agent/oracle", run["agent"]["sharpe"] / oracle["sharpe"], True
+    if oracle is not None:
+        return "round trips", float(run["agent"]["round_trips"]), False
+    return "agent Sharpe", run["agent"]["sharpe"], True
+
+
+def load_runs(paths: list[Path], variant: str | None = None) -> dict[tuple[str, int], dict[str, Any]]:
+    """The runs of ``paths`` (``learning.py --json`` files) keyed by ``(dataset, seed)``; with ``variant``, only
+    that ablation variant's. Refuses a key that two runs share: which of them to pair would be a guess."""
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    origin: dict[tuple[str, int], str] = {}
+    for path in paths:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise SystemExit(f"{path}: not a learning.py --json file ({error})") from None
+        if not isinstance(document, dict) or not isinstance(document.get("runs"), list):
+            raise SystemExit(f"{path}: no 'runs' list: not a learning.py --json file")
+        for index, run in enumerate(document["runs"]):
+            if variant is not None and run.get("variant") != variant:
+                continue
+            key = (run["dataset"], int(run["seed"]))
+            if key in runs:
+                hint = " (an --ablation file: pick one with --base-variant/--candidate-variant)" if "variant" in run else ""
+                raise SystemExit(f"{path}: run {index} repeats dataset {key[0]!r} seed {key[1]}, already read from "
+                                 f"{origin[key]}{hint}")
+            runs[key], origin[key] = run, str(path)
+    if not runs:
+        raise SystemExit(f"no runs in {', '.join(map(str, paths))}" + (f" for variant {variant!r}" if variant else ""))
+    return runs
+
+
+def sign_test(ahead: int, behind: int) -> float:
+    """Two-sided exact sign test: P(a split at least as uneven as ``ahead``/``behind``) under a fair coin."""
+    n = ahead + behind
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(ahead, behind) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def compare(base: dict[tuple[str, int], dict[str, Any]],
+            candidate: dict[tuple[str, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per dataset the two share a seed of, in the base's order: the paired measure's summary."""
+    rows = []
+    for name in dict.fromkeys(dataset for dataset, _ in base):
+        seeds = sorted(seed for dataset, seed in base if dataset == name and (dataset, seed) in candidate)
+        if not seeds:
+            continue
+        pairs = []
+        for seed in seeds:
+            label, before, higher = measure_of(base[name, seed])
+            other, after, _ = measure_of(candidate[name, seed])
+            if other != label:  # an oracle that lost on one side's windows only: not the same yardstick
+                continue
+            pairs.append((seed, before, after))
+        if not pairs:
+            continue
+        sign = 1.0 if higher else -1.0
+        ahead = sum(sign * (after - before) > 0 for _, before, after in pairs)
+        behind = sum(sign * (after - before) < 0 for _, before, after in pairs)
+        rows.append({
+            "dataset": name, "measure": label, "higher_is_better": higher, "seeds": [seed for seed, _, _ in pairs],
+            "base": statistics.median(before for _, before, _ in pairs),
+            "candidate": statistics.median(after for _, _, after in pairs),
+            "difference": statistics.median(after - before for _, before, after in pairs),
+            "ahead": ahead, "behind": behind, "equal": len(pairs) - ahead - behind,
+            "p": sign_test(ahead, behind),
+        })
+    return rows
+
+
+def _seed_list(seeds: list[int]) -> str:
+    contiguous = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 2 else ", ".join(map(str, seeds))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="ahead/behind count seeds where the candidate is better/worse on the "
+                                            "measure (fewer round trips is better on the random walk)")
+    parser.add_argument("--base", type=Path, nargs="+", required=True, help="learning.py --json files of the base")
+    parser.add_argument("--candidate", type=Path, nargs="+", required=True, help="the same for the candidate")
+    parser.add_argument("--base-variant", default=None, help="one variant of an --ablation base file")
+    parser.add_argument("--candidate-variant", default=None, help="one variant of an --ablation candidate file")
+    args = parser.parse_args(argv)
+    rows = compare(load_runs(args.base, args.base_variant), load_runs(args.candidate, args.candidate_variant))
+    if not rows:
+        raise SystemExit("the two sides share no (dataset, seed) pair")
+    digits = {"agent/oracle": 2, "round trips": 0, "agent Sharpe": 2}
+    print("| dataset | measure | seeds | base, median | candidate, median | paired difference, median | "
+          "candidate ahead | behind | equal | sign test p |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        d = digits[row["measure"]]
+        sign = "+" if row["measure"] != "round trips" else ""  # a count is never negative: no sign on its medians
+        print(f"| {row['dataset']} | {row['measure']}{'' if row['higher_is_better'] else ' (fewer is better)'} | "
+              f"{_seed_list(row['seeds'])} | {row['base']:{sign}.{d}f} | {row['candidate']:{sign}.{d}f} | "
+              f"{row['difference']:+.{d}f} | {row['ahead']} | {row['behind']} | {row['equal']} | {row['p']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
