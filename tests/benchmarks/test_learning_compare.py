@@ -110,3 +110,13 @@ def test_script_prints_the_paired_table(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("| dataset | measure | seeds |")
     assert lines[2] == "| meanrev | agent/oracle | 13-17 | +1.50 | +2.00 | +0.50 | 5 | 0 | 0 | 0.06 |"
+
+
+def test_a_row_keeps_one_measure() -> None:
+    module = compare_module()
+    # seed 3's oracle lost on its windows: a round-trip count, not a ratio, and left out of the ratio row
+    base = {("meanrev", s): run("meanrev", s, 1.0, 2.0 if s != 3 else -1.0, round_trips=500) for s in (1, 2, 3)}
+    candidate = {("meanrev", s): run("meanrev", s, 1.5, 2.0 if s != 3 else -1.0, round_trips=5) for s in (1, 2, 3)}
+    (row,) = module.compare(base, candidate)
+    assert row["measure"] == "agent/oracle" and row["seeds"] == [1, 2]
+    assert (row["ahead"], row["behind"]) == (2, 0) and row["difference"] == pytest.approx(0.25)
