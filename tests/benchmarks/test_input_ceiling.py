@@ -3,22 +3,20 @@ own expected return rediscovers its sign, and the script prints one row per inpu
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from tests.benchmark_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "input_ceiling.py"
 
 
 def ceiling_module():
-    spec = importlib.util.spec_from_file_location("input_ceiling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("input_ceiling")
 
 
 def test_unit_pnl_against_a_loop() -> None:

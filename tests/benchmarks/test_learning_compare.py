@@ -3,7 +3,6 @@ on, seed pairing (and its refusals), and the table the script prints from two le
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -14,15 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.benchmark_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "learning_compare.py"
 
 
 def compare_module():
-    spec = importlib.util.spec_from_file_location("learning_compare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("learning_compare")
 
 
 def run(dataset: str, seed: int, sharpe: float, oracle: float | None, round_trips: int = 10,
