@@ -141,6 +141,11 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
         "spread 0.5": ["learner.conviction_spread=0.5"],
     },
+    "decay": {  # docs/learner.md, "Weight decay" and "Weight decay on the trunk"
+        "1e-5 on all (default)": [],
+        "1.0 on all": ["learner.weight_decay=1.0"],
+        "3.0 on the trunk": ["learner.weight_decay=3.0", 'learner.weight_decay_scope="trunk"'],
+    },
     "execution": {  # docs/learner.md, "Execution credit"
         "joint (off)": _CREDIT_OFF,
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],

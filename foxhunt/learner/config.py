@@ -141,6 +141,9 @@ class LearnerConfig:
     restart_period: int = attrs.field(default=10_000, validator=_positive)  # first cosine cycle, in updates
     restart_mult: int = attrs.field(default=1, validator=_positive)  # each cycle is this many times longer
     weight_decay: float = attrs.field(default=1e-5, validator=_non_negative_finite)
+    # which parameters AdamW decays: "all", or "trunk" (the encoder's and the trunk's, the representation every head
+    # shares; the heads keep their scale). docs/learner.md, "Weight decay on the trunk"
+    weight_decay_scope: str = attrs.field(default="all", validator=attrs.validators.in_(("all", "trunk")))
     adam_betas: tuple[float, float] = attrs.field(default=(0.9, 0.999), validator=_adam_betas)
     adam_eps: float = attrs.field(default=1e-8, validator=[_positive, attrs.validators.lt(1.0)])
     max_grad_norm: float = attrs.field(default=10.0, validator=_positive_finite)

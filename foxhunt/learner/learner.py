@@ -191,7 +191,8 @@ class Learner:
             torch.zeros(len(self.components), self.combiner.parameters_per_component, device=self.device, dtype=dtype))
         self.combiner_parameters.grad = torch.zeros_like(self.combiner_parameters)  # a stable address for graphs
         self.optimized = self.params + ([self.combiner_parameters] if self.combiner.parameters_per_component else [])
-        self.optimizer = make_optimizer(self.optimized, c, self.schedule.lr)
+        decayed = None if c.weight_decay_scope == "all" else self.network.representation_parameters()
+        self.optimizer = make_optimizer(self.optimized, c, self.schedule.lr, decayed)
         self.gradients = GradientBudget(self.params, self.budgets, c.max_grad_norm)
         # where the atoms sit in each support: [N] even, or [Branch, N] from the support.knots slot (quantile, learned)
         self.atom_shape = AtomShape(c.n_atoms, c.atom_spacing, c.atom_spacing_mix, self.reads.knots,

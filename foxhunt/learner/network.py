@@ -196,6 +196,11 @@ class BranchingNetwork(nn.Module):
         """Every weight matrix (spectral normalisation bounds each one)."""
         return [p for name, p in self.named_parameters() if name.endswith("weight")]
 
+    def representation_parameters(self) -> list[nn.Parameter]:
+        """The encoder's and the trunk's parameters: the features every head reads (``weight_decay_scope = "trunk"``
+        decays these alone)."""
+        return [*self.encoder.parameters(), *self.trunk.parameters()]
+
     def branch_parameters(self) -> list[nn.Parameter]:
         """Parameters that belong to one branch each, leading dimension ``Branch`` (the advantage stream)."""
         return [self.advantage_hidden.weight, self.advantage_hidden.bias, self.advantage_out.weight,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -21,11 +22,21 @@ from foxhunt.learner.config import LearnerConfig
 __all__ = ["make_optimizer", "reset_optimizer", "LRSchedule", "polyak_update"]
 
 
-def make_optimizer(params: Sequence[torch.nn.Parameter], config: LearnerConfig, lr: torch.Tensor) -> torch.optim.AdamW:
-    """AdamW (decoupled weight decay) reading ``lr`` (a device tensor) each step, state allocated up front."""
+def make_optimizer(params: Sequence[torch.nn.Parameter], config: LearnerConfig, lr: torch.Tensor,
+                   decayed: Sequence[torch.nn.Parameter] | None = None) -> torch.optim.AdamW:
+    """AdamW (decoupled weight decay) reading ``lr`` (a device tensor) each step, state allocated up front.
+    ``decayed``: the parameters ``config.weight_decay`` applies to, the others none (two parameter groups);
+    ``None`` decays all of ``params`` (one group)."""
     cuda = params[0].device.type == "cuda"
+    groups: Sequence[Any] = params
+    if decayed is not None:
+        chosen = {id(p) for p in decayed}
+        if not chosen <= {id(p) for p in params}:
+            raise ValueError("make_optimizer: a parameter to decay is not among the optimised parameters")
+        groups = [{"params": [p for p in params if id(p) in chosen]},
+                  {"params": [p for p in params if id(p) not in chosen], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(
-        params, lr=lr, betas=tuple(config.adam_betas), eps=config.adam_eps, weight_decay=config.weight_decay,
+        groups, lr=lr, betas=tuple(config.adam_betas), eps=config.adam_eps, weight_decay=config.weight_decay,
         capturable=cuda, fused=cuda or None,  # fused: a few kernels for all parameters, not a few per parameter
     )
     for p in params:
