@@ -66,6 +66,17 @@ def fill_replay(learner: Learner, steps: int, seed: int = 0) -> None:
         learner.replay.add(obs, actions, rewards, next_obs, dones)
 
 
+def assert_resumes_identically(a: Learner, b: Learner, steps: int = 3) -> None:
+    """``b`` loads ``a``'s state; the two then take ``steps`` updates each and end in equal state, tensor for
+    tensor."""
+    b.load_state_dict(a.state_dict())
+    for _ in range(steps):
+        a.step(32)
+        b.step(32)
+    for name, tensor in a.state_dict().items():
+        assert torch.equal(tensor, b.state_dict()[name]), name
+
+
 def update_arguments(learner: Learner, batch_size: int = 8) -> tuple[Any, torch.Tensor, torch.Tensor, Any]:
     """``(batch, support, taus, targets)`` of one update, as :meth:`Learner.update` prepares them: what the
     functional middle (``update_pieces.functional_gradients``) takes after the learner."""

@@ -16,6 +16,7 @@ from foxhunt.learner.functional import q_statistics
 from foxhunt.learner.optim import LRSchedule
 from foxhunt.learner.slots import SLOT_WIDTHS
 from foxhunt.state import ResetCategory
+from tests.learner_builders import assert_resumes_identically
 
 
 def test_same_seed_same_data_gives_bit_identical_parameters(make_learner) -> None:
@@ -40,13 +41,7 @@ def test_state_dict_round_trip_continues_identically(make_learner) -> None:
         a.step(32)
     state = a.state_dict()
     assert all(isinstance(v, torch.Tensor) for v in state.values())
-    b = make_learner(seed=99, fill=0)
-    b.load_state_dict(state)
-    for _ in range(3):
-        a.step(32)
-        b.step(32)
-    for name, tensor in a.state_dict().items():
-        assert torch.equal(tensor, b.state_dict()[name]), name
+    assert_resumes_identically(a, make_learner(seed=99, fill=0))
 
 
 def test_state_dict_from_another_shape_is_refused(make_learner) -> None:
@@ -312,13 +307,7 @@ def test_a_centred_learner_is_deterministic_and_its_state_round_trips(make_learn
     for _ in range(3):
         a.step(32)
     assert any(name.startswith("network.state_value_out") for name in a.state_dict())
-    b = centred_learner(make_learner, seed=99, fill=0)
-    b.load_state_dict(a.state_dict())
-    for _ in range(3):
-        a.step(32)
-        b.step(32)
-    for name, tensor in a.state_dict().items():
-        assert torch.equal(tensor, b.state_dict()[name]), name
+    assert_resumes_identically(a, centred_learner(make_learner, seed=99, fill=0))
     assert math.isfinite(float(a.metrics()["loss.iql"]))
 
 
