@@ -146,6 +146,12 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "1.0 on all": ["learner.weight_decay=1.0"],
         "3.0 on the trunk": ["learner.weight_decay=3.0", 'learner.weight_decay_scope="trunk"'],
     },
+    "epochs": {  # docs/learner.md, "Averaging the best epochs"
+        "best epoch": ["train.policy_epochs=1"],
+        "best 2 averaged": ["train.policy_epochs=2"],
+        "best 3 averaged": ["train.policy_epochs=3"],
+        "all 4 averaged": ["train.policy_epochs=4"],
+    },
     "execution": {  # docs/learner.md, "Execution credit"
         "joint (off)": _CREDIT_OFF,
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],

@@ -155,6 +155,7 @@ class ResumeRecord:
     metric_lines: int
     monitors: dict[str, tuple[int, int]]
     config: dict[str, Any]  # the unstructured config the run was trained with
+    snapshots: list[dict[str, Any]] = []  # [train] policy_epochs > 1: the fold's best epochs so far, best first
 
 
 def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int,
@@ -202,7 +203,16 @@ def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: in
         prefix = f"monitors.{name}."
         monitors[name] = (reader.count("observations", record, prefix), reader.count("fires", record, prefix))
     config = reader.get("config", dict)
-    return ResumeRecord(reader.data_hash(), fold, epoch, best, list(results), reader.count("metric_lines"), monitors, config)
+    snapshots = reader.get("snapshots", list, position, "position.", optional=True) or []
+    for index, snapshot in enumerate(snapshots):  # written by a run with [train] policy_epochs > 1
+        prefix = f"position.snapshots.{index}."
+        reader.get(str(index), dict, {str(index): snapshot}, "position.snapshots.")
+        if reader.count("epoch", snapshot, prefix) >= epoch:
+            raise reader.fail(f"{prefix}epoch", f"is {snapshot['epoch']}, not an epoch before the position's ({epoch})")
+        reader.get("score", (int, float), snapshot, prefix)
+        reader.metrics("agent", snapshot, prefix)
+    return ResumeRecord(reader.data_hash(), fold, epoch, best, list(results), reader.count("metric_lines"), monitors,
+                        config, list(snapshots))
 
 
 def expect_tensors(tensors: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], tensor_path: Path) -> None:

@@ -16,6 +16,13 @@ The trainer tests each fold with its saved policy, ``foxhunt backtest`` and
 ``foxhunt export`` load one (through :func:`foxhunt.checkpoint_backtest.load_policy`,
 which first checks the plugin set the layout comes from).
 
+A policy may average several epochs of its fold (``[train] policy_epochs``,
+:mod:`foxhunt.trainer.snapshots`): it is then the fold's best epoch with the
+others as :attr:`Policy.members`, and acts on the mean of their expected action
+values. The file holds each member's network, spectral-norm vectors, PopArt
+statistics and ISV under ``member{i}.``; the metadata's ``members`` lists their
+epochs and validation figures, best first.
+
 A policy acts through the encoder it was trained with (``[learner] encoder``):
 the metadata records its name and window (``encoder``), and :meth:`Policy.load`
 refuses a checkpoint whose encoder no loaded plugin provides, or provides with
@@ -26,7 +33,8 @@ the learner does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +61,7 @@ from foxhunt.plugin.settings import migrate_saved
 from foxhunt.plugin.records import Encoder
 from foxhunt.state_loading import load_in_place
 
-__all__ = ["Policy", "POLICY_KIND", "refuse_other_kind", "saved_config", "saved_encoder"]
+__all__ = ["Policy", "POLICY_KIND", "MEMBERS_KEY", "refuse_other_kind", "saved_config", "saved_encoder"]
 
 POLICY_KIND = "policy"  # metadata "kind" of a fold checkpoint
 # The tensors' names in the file: the learner wrote policy checkpoints before this class did.
@@ -63,6 +71,7 @@ _HINT = "the checkpoint was made with another network shape or precision"
 _DTYPE = torch.float32
 # Written by save_checkpoint from the layout and the bytes: never part of the policy's own metadata.
 _SEALED_KEYS = ("isv", "integrity")
+MEMBERS_KEY = "members"  # metadata: [{"epoch": E, "validation": {...}}] of the member epochs after the best, in order
 ENCODER_KEY = "encoder"  # metadata: {"name": ..., "window": W}; absent in checkpoints made before encoders (mlp, 1)
 
 
@@ -116,12 +125,15 @@ class Policy:
     has none); ``normalizer`` maps raw features to the market part of an observation; ``metadata`` is the
     provenance :meth:`save` writes beside the tensors. ``encoder`` is the encoder record the network was built
     with, ``n_features`` the market part of an observation (for a window, ``bars`` and :meth:`use_features`).
+    ``members``: the other epochs this policy averages (:meth:`averaging`), each a one-network policy of the same
+    shapes with its own ISV; empty for a policy of one epoch.
     """
 
     def __init__(self, network: BranchingNetwork, spectral: SpectralNorm, popart: PopArt, isv: ISV,
                  config: LearnerConfig, normalizer: Normalizer, metadata: Mapping[str, Any],
-                 encoder: Encoder = MLP_ENCODER, n_features: int = 0) -> None:
+                 encoder: Encoder = MLP_ENCODER, n_features: int = 0, members: tuple[Policy, ...] = ()) -> None:
         self.network, self.spectral, self.popart = network, spectral, popart
+        self.members = tuple(members)
         self.encoder, self.window, self.n_features = encoder, encoder.window, n_features
         self.feature_matrix: torch.Tensor | None = None
         self.isv = isv
@@ -142,6 +154,36 @@ class Policy:
         policy = cls(learner.network, learner.spectral, learner.popart, learner.isv, learner.config, normalizer,
                      metadata, learner.encoder, learner.n_features)
         policy.feature_matrix = learner.feature_matrix
+        return policy
+
+    def copy(self) -> Policy:
+        """A detached copy of this one-network policy (its own modules and ISV, the same normaliser, metadata
+        and feature matrix): a snapshot that stays as it is while the learner it was taken from trains on."""
+        if self.members:
+            raise ValueError("copy() snapshots a one-network policy; this one averages several")
+        isv = ISV(self.isv.layout, self.device)
+        isv.tensor.copy_(self.isv.tensor)
+        # one deepcopy, so the copied spectral norm tracks the copied network's weights, not the learner's
+        network, spectral, popart = copy.deepcopy((self.network, self.spectral, self.popart))
+        policy = Policy(network, spectral, popart, isv, self.config, self.normalizer, self.metadata, self.encoder,
+                        self.n_features)
+        policy.feature_matrix = self.feature_matrix
+        return policy
+
+    @classmethod
+    def averaging(cls, ranked: Sequence[Policy]) -> Policy:
+        """One policy acting on the mean expected action values of ``ranked`` (one-network policies of one fold,
+        best first): the first with the rest as its members, their epochs and validation in its metadata."""
+        if not ranked or any(policy.members for policy in ranked):
+            raise ValueError("averaging() takes one or more one-network policies")
+        best, *rest = ranked
+        metadata = dict(best.metadata)
+        metadata.pop(MEMBERS_KEY, None)
+        if rest:
+            metadata[MEMBERS_KEY] = [{"epoch": p.metadata["epoch"], "validation": p.metadata["validation"]} for p in rest]
+        policy = cls(best.network, best.spectral, best.popart, best.isv, best.config, best.normalizer, metadata,
+                     best.encoder, best.n_features, tuple(rest))
+        policy.feature_matrix = best.feature_matrix
         return policy
 
     # -- acting ------------------------------------------------------------------------
@@ -169,7 +211,13 @@ class Policy:
     def act_values(self, obs: torch.Tensor, bars: torch.Tensor | None = None) -> torch.Tensor:
         """Expected Q per branch action, unnormalised: ``[N, Branch, A]``; padded actions are ``-inf``. With
         the saved ``[learner] conviction_floor`` and ``conviction_spread`` (:mod:`foxhunt.learner.conviction`), as
-        the learner's acting values do."""
+        the learner's acting values do; with members, the mean over this network's and theirs."""
+        q = self._own_values(obs, bars)
+        if not self.members:
+            return q
+        return torch.stack([q, *(member._own_values(obs, bars) for member in self.members)]).mean(dim=0)
+
+    def _own_values(self, obs: torch.Tensor, bars: torch.Tensor | None) -> torch.Tensor:
         q = acting_q(self.network, self.encoder_input(obs, bars), self.support(), self.config.conviction_floor,
                      self.config.conviction_spread)
         return self.popart.unnormalize_q(q)
@@ -185,7 +233,7 @@ class Policy:
                 for name, tensor in module.state_dict(keep_vars=True).items()}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """The network, spectral-norm and PopArt tensors by name (copies)."""
+        """The network, spectral-norm and PopArt tensors by name (copies); a member's are not among them."""
         return {name: tensor.detach().clone() for name, tensor in self._live().items()}
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
@@ -199,6 +247,9 @@ class Policy:
         tensors["isv"] = self.isv.tensor
         tensors["normalizer.mean"] = torch.from_numpy(np.array(self.normalizer.mean, dtype=np.float64))
         tensors["normalizer.std"] = torch.from_numpy(np.array(self.normalizer.std, dtype=np.float64))
+        for index, member in enumerate(self.members, start=1):
+            tensors.update({f"{_member_prefix(index)}{_TENSOR_PREFIX}{name}": t for name, t in member.state_dict().items()})
+            tensors[f"{_member_prefix(index)}isv"] = member.isv.tensor
         metadata = self.metadata | {"kind": POLICY_KIND, "normalizer_clip": self.normalizer.clip,
                                     ENCODER_KEY: {"name": self.encoder.name, "window": self.window}}
         return save_checkpoint(directory, tensors, metadata, self.isv.layout)
@@ -235,13 +286,23 @@ class Policy:
         head = tensors.get(f"{_TENSOR_PREFIX}network.state_value_out.bias")
         # and a run with an auxiliary task saved the auxiliary head (acting never reads it)
         auxiliary = tensors.get(f"{_TENSOR_PREFIX}network.auxiliary_out.bias")
-        policy = cls._untrained(config, n_features, isv, normalizer, metadata, encoder,
-                                state_values=0 if head is None else int(head.shape[-1]),
-                                auxiliary_outputs=0 if auxiliary is None else int(auxiliary.shape[-1]))
-        with naming_the_file(tensor_path):
-            policy.load_state_dict({name.removeprefix(_TENSOR_PREFIX): tensor for name, tensor in tensors.items()
-                                    if name.startswith(_TENSOR_PREFIX)})
-        return policy
+        widths = {"state_values": 0 if head is None else int(head.shape[-1]),
+                  "auxiliary_outputs": 0 if auxiliary is None else int(auxiliary.shape[-1])}
+        policies = []
+        for index in range(_member_count(metadata, directory) + 1):
+            prefix = _member_prefix(index) if index else ""
+            if index:  # each member acts with the support of its own epoch's ISV
+                expect_tensors(tensors, {f"{prefix}isv": ISV(layout, "cpu").tensor}, tensor_path)
+                isv = ISV(layout, device)
+                isv.tensor.copy_(tensors[f"{prefix}isv"])
+            policy = cls._untrained(config, n_features, isv, normalizer, metadata, encoder, **widths)
+            with naming_the_file(tensor_path):
+                policy.load_state_dict({name.removeprefix(prefix + _TENSOR_PREFIX): tensor for name, tensor in tensors.items()
+                                        if name.startswith(prefix + _TENSOR_PREFIX)})
+            policies.append(policy)
+        best, *members = policies
+        best.members = tuple(members)
+        return best
 
     @classmethod
     def _untrained(cls, config: LearnerConfig, n_features: int, isv: ISV, normalizer: Normalizer,
@@ -265,3 +326,18 @@ class Policy:
         popart = popart_of(config.popart_stats, len(Branch), network.n_actions, config.popart_beta,
                            config.popart_sigma_min, config.popart, device, _DTYPE)
         return cls(network, spectral, popart, isv, config, normalizer, metadata, encoder, n_features)
+
+
+def _member_prefix(index: int) -> str:
+    return f"member{index}."
+
+
+def _member_count(metadata: Mapping[str, Any], path: Path) -> int:
+    """How many members after the best a saved policy has (its metadata's ``members``; none when absent)."""
+    members = metadata.get(MEMBERS_KEY, [])
+    if not isinstance(members, list) or not all(
+            isinstance(m, Mapping) and isinstance(m.get("epoch"), int) and isinstance(m.get("validation"), Mapping)
+            for m in members):
+        raise CheckpointError(f"{path}: metadata {MEMBERS_KEY!r} is {members!r}, expected a list of "
+                              "{'epoch': int, 'validation': {...}}; the checkpoint is damaged or altered")
+    return len(members)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from foxhunt.env.tables import PortfolioObs
 from foxhunt.errors import FoxhuntError
 from foxhunt.learner.conviction import acting_q
 from foxhunt.learner.network import BranchingNetwork
+from foxhunt.policy import Policy
 
 __all__ = [
     "EXPORT_FORMATS", "EXPORT_INPUTS", "METADATA_KEY", "PORTFOLIO_FORMULAS", "GreedyPolicy", "RawInputPolicy", "export_policy",
@@ -75,13 +77,17 @@ class GreedyPolicy(nn.Module):
 
     ``support [Branch, N]`` and the PopArt statistics ``mu``, ``sigma [Branch]`` are the checkpoint's, fixed;
     ``conviction_floor`` and ``conviction_spread`` the saved ``[learner]`` margins (0: off), applied as the
-    backtest applies them.
+    backtest applies them. ``members``: a policy that averages several epochs (:attr:`Policy.members
+    <foxhunt.policy.Policy.members>`) exports each other epoch as a GreedyPolicy of its own, and the q values
+    are the mean over this one's and theirs, as :meth:`Policy.act_values` computes them.
     """
 
     def __init__(self, network: BranchingNetwork, support: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor,
-                 conviction_floor: float = 0.0, conviction_spread: float = 0.0) -> None:
+                 conviction_floor: float = 0.0, conviction_spread: float = 0.0,
+                 members: Sequence[GreedyPolicy] = ()) -> None:
         super().__init__()
         self.network = network
+        self.members = nn.ModuleList(members)
         self.conviction_floor = float(conviction_floor)
         self.conviction_spread = float(conviction_spread)
         self.register_buffer("support", support.detach().clone())
@@ -89,10 +95,16 @@ class GreedyPolicy(nn.Module):
         self.register_buffer("sigma", sigma.detach().clone())
 
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = self.q_values(observation)
+        if len(self.members):  # fixed for the export: a policy of one epoch has the graph it always had
+            q = torch.stack([q, *(member.q_values(observation) for member in self.members)]).mean(dim=0)
+        return q.argmax(-1), q
+
+    def q_values(self, observation: torch.Tensor) -> torch.Tensor:
+        """This network's expected action values in return units, ``[B, Branch, A]``."""
         # constants of the export: at 0 the graph is the one without them
         q = acting_q(self.network, observation, self.support, self.conviction_floor, self.conviction_spread)
-        q = q * self.sigma[None, :, None] + self.mu[None, :, None]
-        return q.argmax(-1), q
+        return q * self.sigma[None, :, None] + self.mu[None, :, None]
 
 
 class RawInputPolicy(nn.Module):
@@ -120,9 +132,13 @@ def policy_module(loaded: LoadedPolicy, inputs: str = "observation") -> nn.Modul
     It holds the policy's own network, not a copy: load a policy for export only.
     """
     policy = loaded.policy
+
+    def greedy_of(one: Policy, members: Sequence[GreedyPolicy] = ()) -> GreedyPolicy:
+        return GreedyPolicy(one.network, one.support(), one.popart.mu, one.popart.sigma, one.config.conviction_floor,
+                            one.config.conviction_spread, members)
+
     with torch.no_grad():
-        greedy = GreedyPolicy(policy.network, policy.support(), policy.popart.mu, policy.popart.sigma,
-                              policy.config.conviction_floor, policy.config.conviction_spread)
+        greedy = greedy_of(policy, [greedy_of(member) for member in policy.members])
     module: nn.Module = greedy
     if inputs == "raw":
         normalizer = policy.normalizer

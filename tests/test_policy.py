@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from export_testkit import checkpoint  # noqa: F401 - a fixture
+from export_testkit import averaged_checkpoint, checkpoint  # noqa: F401 - fixtures
 from learner_builders import make_learner  # noqa: F401 - a fixture
 from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture
 
@@ -130,3 +130,51 @@ def test_a_policy_with_a_state_value_head_saves_and_loads(checkpoint: Path, layo
         assert torch.equal(loaded.state_dict()[name], tensor), name
     observations = random_observations(first, 64, seed=3)
     assert torch.equal(loaded.act_values(observations), headed.act_values(observations))
+
+
+def test_an_averaged_policy_acts_on_the_mean_of_its_epochs_and_round_trips(
+        checkpoint: Path, averaged_checkpoint: Path, layout: IsvLayout, tmp_path: Path) -> None:  # noqa: F811
+    averaged = Policy.load(averaged_checkpoint, layout)
+    best = Policy.load(checkpoint, layout)
+    (member,) = averaged.members
+    assert averaged.metadata["members"] == [{"epoch": best.metadata["epoch"] + 1,
+                                             "validation": best.metadata["validation"]}]
+    observations = random_observations(best, 512, seed=4)
+    mean = (best.act_values(observations).double() + member.act_values(observations).double()) / 2.0  # float64
+    values = averaged.act_values(observations)
+    real = torch.isfinite(mean)
+    assert torch.equal(torch.isfinite(values), real)  # padded sub-actions stay -inf
+    torch.testing.assert_close(values[real].double(), mean[real], rtol=0.0, atol=1e-6)
+    # the average is neither epoch: each of them acts otherwise on some rows
+    for one in (best, member):
+        assert not torch.equal(averaged.greedy_actions(observations), one.greedy_actions(observations))
+    Policy.load(averaged.save(tmp_path / "fold_0"), layout)  # saved again: the same files
+    for name in (TENSORS_FILE, METADATA_FILE):
+        assert (tmp_path / "fold_0" / name).read_bytes() == (averaged_checkpoint / name).read_bytes(), name
+
+
+def test_load_refuses_a_members_list_that_is_not_one(averaged_checkpoint: Path, layout: IsvLayout,  # noqa: F811
+                                                     tmp_path: Path) -> None:
+    copy = tmp_path / "fold_0"
+    shutil.copytree(averaged_checkpoint, copy)
+    metadata = json.loads((copy / METADATA_FILE).read_text(encoding="utf-8"))
+    metadata["members"] = [{"epoch": "one"}]
+    seal_metadata(metadata, metadata["integrity"]["tensors_sha256"])
+    (copy / METADATA_FILE).write_text(json.dumps(metadata), encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"metadata 'members' is \[\{'epoch': 'one'\}\], expected a list of"):
+        Policy.load(copy, layout)
+
+
+def test_copy_is_a_snapshot_the_learner_does_not_move(make_learner) -> None:  # noqa: F811
+    learner = make_learner(seed=3)
+    learner.step(32)
+    snapshot = Policy.of_learner(learner, Normalizer(np.zeros(1), np.ones(1)), {"epoch": 0}).copy()
+    observations = torch.randn(64, learner.obs_dim, generator=torch.Generator().manual_seed(2))
+    before = snapshot.act_values(observations)
+    assert torch.equal(before, learner.act_values(observations))
+    for _ in range(3):
+        learner.step(32)
+    assert not torch.equal(learner.act_values(observations), before)
+    assert torch.equal(snapshot.act_values(observations), before)
+    # its spectral norm tracks its own network's weights, not the learner's
+    assert all(w is p for w, p in zip(snapshot.spectral.weights, snapshot.network.weight_matrices(), strict=True))

@@ -12,7 +12,7 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from export_testkit import checkpoint  # noqa: F401 - a fixture
+from export_testkit import averaged_checkpoint, checkpoint  # noqa: F401 - fixtures
 from trainer_testkit import _private_feature_cache  # noqa: F401 - a fixture
 
 from foxhunt.actions import BRANCH_TABLES, Branch
@@ -158,3 +158,19 @@ def test_onnx_without_the_export_extra_says_how_to_install_it(checkpoint: Path, 
     with pytest.raises(FoxhuntError, match=r"onnxscript is not installed.*pip install 'foxhunt\[export\]'"):
         export_policy(checkpoint, "onnx", tmp_path / "a.onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("export_format", ["torchscript", "onnx"])
+def test_a_policy_averaging_two_epochs_exports_their_average(averaged_checkpoint: Path, tmp_path: Path,  # noqa: F811
+                                                             export_format: str) -> None:
+    averaged = load_policy(averaged_checkpoint)
+    averaged.host.close()
+    assert len(averaged.policy.members) == 1
+    model_path, _ = export_policy(averaged_checkpoint, export_format, tmp_path / f"policy.{export_format}", "observation")
+    if export_format == "torchscript":
+        model = torch.jit.load(str(model_path))
+        assert_acts_as_the_backtest(lambda *x: model(*x), averaged, "observation")
+    else:
+        session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        assert_acts_as_the_backtest(lambda x: session.run(None, {name: x.numpy()}), averaged, "observation")

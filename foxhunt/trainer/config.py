@@ -61,7 +61,10 @@ class TrainConfig:
     fold only fill the replay buffer; updates start after them. Each epoch ends
     with a greedy backtest on the fold's validation window; the epoch with the
     best ``validation_metric`` is the fold's checkpoint, which is then
-    evaluated once on the fold's test window (what the run reports).
+    evaluated once on the fold's test window (what the run reports). With
+    ``policy_epochs`` K > 1 the checkpoint is the fold's K best epochs by that
+    metric, acting on the mean of their expected action values
+    (:mod:`foxhunt.trainer.snapshots`; all of them when the fold has K epochs or fewer).
     """
 
     epochs: int = attrs.field(default=4, validator=[_positive, _int64])
@@ -69,6 +72,7 @@ class TrainConfig:
     updates_per_epoch: int = attrs.field(default=200, validator=[attrs.validators.ge(0), _int64])
     warmup_env_steps: int = attrs.field(default=2_048, validator=[attrs.validators.ge(0), _int64])
     validation_metric: str = attrs.field(default="sharpe", validator=attrs.validators.in_(VALIDATION_METRICS))
+    policy_epochs: int = attrs.field(default=1, validator=_positive)  # the epochs the fold's policy averages
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only
     out_dir: str = "runs"

@@ -65,12 +65,14 @@ def fold_checkpoint_name(fold: int) -> str:
 
 @attrs.define
 class Position:
-    """Where a run stands: the next fold and epoch to train, the fold's best so far, finished folds."""
+    """Where a run stands: the next fold and epoch to train, the fold's best so far, finished folds, and (with
+    ``[train] policy_epochs`` > 1) the fold's best epochs so far, best first (:mod:`foxhunt.trainer.snapshots`)."""
 
     fold: int = 0
     epoch: int = 0
     best: dict[str, Any] | None = None
     results: list[dict[str, Any]] = attrs.Factory(list)
+    snapshots: list[dict[str, Any]] = attrs.Factory(list)
 
 
 def _common_metadata(trainer: Trainer) -> dict[str, Any]:
@@ -91,8 +93,9 @@ def _common_metadata(trainer: Trainer) -> dict[str, Any]:
     }
 
 
-def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, float]) -> Path:
-    """The fold's best policy so far (overwritten when a later epoch validates better)."""
+def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, float], name: str | None = None) -> Path:
+    """The learner's policy as epoch ``epoch`` of ``fold``: the fold's best so far (``checkpoints/fold_K``,
+    overwritten when a later epoch validates better), or under the checkpoint ``name`` given."""
     metadata = _common_metadata(trainer) | {
         "fold": fold.index,
         "epoch": epoch,
@@ -102,7 +105,7 @@ def save_policy(trainer: Trainer, fold: Fold, epoch: int, validation: dict[str, 
         "validation": validation,
     }
     policy = Policy.of_learner(trainer.learner, trainer.normalizer, metadata)
-    return policy.save(trainer.run_dir.checkpoint_dir(fold_checkpoint_name(fold.index)))
+    return policy.save(trainer.run_dir.checkpoint_dir(name or fold_checkpoint_name(fold.index)))
 
 
 def saved_policy(trainer: Trainer, fold: Fold) -> Policy:
@@ -258,7 +261,7 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
             monitor.observations, monitor.fires = record.monitors[monitor.name]
     if trainer.recovery is not None:
         _restore_recovery(trainer, metadata.get("recovery"), directory)
-    position = Position(record.fold, record.epoch, record.best, record.results)
+    position = Position(record.fold, record.epoch, record.best, record.results, record.snapshots)
     try:
         trainer.run_dir.truncate_metrics(record.metric_lines)
     except FoxhuntError as error:  # the checkpoint counts lines metrics.jsonl no longer holds: refuse the pair
@@ -269,7 +272,8 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
         trainer.obs = trainer.env.obs
         best = position.best
         recovered = trainer.recovery is not None and trainer.recovery.fired_at == position.epoch - 1
-        if best is not None and best["epoch"] == position.epoch - 1 and not recovered:
+        # [train] policy_epochs > 1: the trainer makes the fold's policy again from its epochs' files (snapshots.py)
+        if trainer.config.train.policy_epochs == 1 and best is not None and best["epoch"] == position.epoch - 1 and not recovered:
             # The checkpoint was written just before the fold's best policy, which the kill may have cut off:
             # the restored learner *is* that policy, so it is written again (the same bytes on the CPU). Not after
             # a plateau recovery at that epoch: the learner was rewound, and the policy was written before it.

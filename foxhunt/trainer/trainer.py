@@ -53,7 +53,8 @@ from foxhunt.plugin.host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 from foxhunt.plugin.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
-from foxhunt.trainer import evaluation, resume
+from foxhunt.policy import MEMBERS_KEY
+from foxhunt.trainer import evaluation, resume, snapshots
 from foxhunt.trainer.band_watch import open_band_watch
 from foxhunt.trainer.fault_checks import StepFaultChecks
 from foxhunt.trainer.graphs import StepGraphs
@@ -299,6 +300,8 @@ class Trainer:
         position = resume.Position(fold=folds[0].index)
         if resume_from is not None:
             position = resume.restore(self, resume_from)  # refuses another config before config.toml is touched
+            if self.config.train.policy_epochs > 1 and position.epoch > 0:
+                snapshots.write_fold_policy(self, self.data.folds[position.fold], position)
             self.run_dir.write_text("config.toml", dump_config(self.config))  # `--device` may have changed run.device
         rows = describe_folds(folds, self.data.market.timestamps)
         for row in rows:
@@ -365,7 +368,7 @@ class Trainer:
     def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
         if position.epoch == 0:
             self._start_fold(fold)
-            position.best = None
+            position.best, position.snapshots = None, []
         train = self.config.train
         for epoch in range(position.epoch, train.epochs):
             self._start_window()
@@ -387,6 +390,8 @@ class Trainer:
             is_best = evaluation.better(train.validation_metric, score, position.best and position.best["score"])
             if is_best:
                 position.best = {"score": score, "epoch": epoch, "agent": validation, "equity": result.equity.tolist()}
+            # [train] policy_epochs > 1: the epoch's file is written now, before a recovery rewinds the learner
+            ranked = train.policy_epochs > 1 and snapshots.offer(self, fold, position, epoch, score, validation)
             recovery = self._plateau_recovery(fold, epoch, score, validation, is_best)
             row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics, encoder)
             if recovery is not None:
@@ -398,14 +403,17 @@ class Trainer:
             position.epoch = epoch + 1
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
             self._save_resume(position)
-            if is_best and not (recovery or {}).get("fired"):  # a recovery saved it before rewinding
+            if ranked:
+                snapshots.write_fold_policy(self, fold, position)
+            elif train.policy_epochs == 1 and is_best and not (recovery or {}).get("fired"):  # a recovery saved it before rewinding
                 resume.save_policy(self, fold, epoch, validation)
             self._stop_out_of_band(fold.index, epoch, row, position)
             if self._stop_requested() and position.epoch < train.epochs:
                 return self._stopped(position)
         position.results.append(self._fold_result(fold, position.best))
+        snapshots.finish_fold(self, fold)
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
-        position.fold, position.epoch, position.best = fold.index + 1, 0, None
+        position.fold, position.epoch, position.best, position.snapshots = fold.index + 1, 0, None, []
         if self._stop_requested() and position.fold <= self._folds[-1].index:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
@@ -571,10 +579,17 @@ class Trainer:
 
     def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
         """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
-        validation figures it was selected by. Baselines are backtested on both windows."""
+        validation figures it was selected by. Baselines are backtested on both windows. A checkpoint that
+        averages several epochs ([train] policy_epochs) is backtested on the validation window too: its
+        validation figures are the average's, not its best epoch's."""
         market = self.data.market
         test_window = (fold.test.start, fold.test.stop)
         saved = resume.saved_policy(self, fold)  # the file, not the live learner: the test figure is the checkpoint's
+        epochs = [saved.metadata["epoch"], *(member["epoch"] for member in saved.metadata.get(MEMBERS_KEY, []))]
+        if saved.members:
+            averaged = self.backtests.agent(saved.act_values, self.features, (fold.validation.start, fold.validation.stop),
+                                            self.device)
+            best = {**best, "agent": evaluation.metrics_of(averaged), "equity": averaged.equity.tolist()}
         test_agent = self.backtests.agent(saved.act_values, self.features, test_window, self.device)
         test_baselines = self.backtests.baselines(self.features, test_window)
         test = {"agent": test_agent, **test_baselines}
@@ -591,6 +606,7 @@ class Trainer:
         return {
             "fold": fold.index,
             "best_epoch": best["epoch"],
+            "policy_epochs": epochs,  # the epochs the fold's policy averages, best first (one without policy_epochs)
             "train_window": [fold.train.start, fold.train.stop],
             "validation_window": [fold.validation.start, fold.validation.stop],
             "test_window": [fold.test.start, fold.test.stop],
