@@ -155,7 +155,8 @@ class ResumeRecord:
     metric_lines: int
     monitors: dict[str, tuple[int, int]]
     config: dict[str, Any]  # the unstructured config the run was trained with
-    snapshots: list[dict[str, Any]] = []  # [train] policy_epochs > 1: the fold's best epochs so far, best first
+    # [train] policy_epochs > 1: the fold's best epochs so far, best first
+    snapshots: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int,
