@@ -33,7 +33,6 @@ the learner does.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -154,20 +153,6 @@ class Policy:
         policy = cls(learner.network, learner.spectral, learner.popart, learner.isv, learner.config, normalizer,
                      metadata, learner.encoder, learner.n_features)
         policy.feature_matrix = learner.feature_matrix
-        return policy
-
-    def copy(self) -> Policy:
-        """A detached copy of this one-network policy (its own modules and ISV, the same normaliser, metadata
-        and feature matrix): a snapshot that stays as it is while the learner it was taken from trains on."""
-        if self.members:
-            raise ValueError("copy() snapshots a one-network policy; this one averages several")
-        isv = ISV(self.isv.layout, self.device)
-        isv.tensor.copy_(self.isv.tensor)
-        # one deepcopy, so the copied spectral norm tracks the copied network's weights, not the learner's
-        network, spectral, popart = copy.deepcopy((self.network, self.spectral, self.popart))
-        policy = Policy(network, spectral, popart, isv, self.config, self.normalizer, self.metadata, self.encoder,
-                        self.n_features)
-        policy.feature_matrix = self.feature_matrix
         return policy
 
     @classmethod

@@ -163,18 +163,3 @@ def test_load_refuses_a_members_list_that_is_not_one(averaged_checkpoint: Path, 
     (copy / METADATA_FILE).write_text(json.dumps(metadata), encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"metadata 'members' is \[\{'epoch': 'one'\}\], expected a list of"):
         Policy.load(copy, layout)
-
-
-def test_copy_is_a_snapshot_the_learner_does_not_move(make_learner) -> None:  # noqa: F811
-    learner = make_learner(seed=3)
-    learner.step(32)
-    snapshot = Policy.of_learner(learner, Normalizer(np.zeros(1), np.ones(1)), {"epoch": 0}).copy()
-    observations = torch.randn(64, learner.obs_dim, generator=torch.Generator().manual_seed(2))
-    before = snapshot.act_values(observations)
-    assert torch.equal(before, learner.act_values(observations))
-    for _ in range(3):
-        learner.step(32)
-    assert not torch.equal(learner.act_values(observations), before)
-    assert torch.equal(snapshot.act_values(observations), before)
-    # its spectral norm tracks its own network's weights, not the learner's
-    assert all(w is p for w, p in zip(snapshot.spectral.weights, snapshot.network.weight_matrices(), strict=True))
