@@ -411,7 +411,8 @@ class Trainer:
             if self._stop_requested() and position.epoch < train.epochs:
                 return self._stopped(position)
         position.results.append(self._fold_result(fold, position.best))
-        snapshots.finish_fold(self, fold)
+        if train.policy_epochs > 1:
+            snapshots.finish_fold(self, fold)
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
         position.fold, position.epoch, position.best, position.snapshots = fold.index + 1, 0, None, []
         if self._stop_requested() and position.fold <= self._folds[-1].index:
