@@ -195,3 +195,23 @@ def test_auxiliary_tasks_train_inside_the_compiled_captured_step(tmp_path_factor
     fold = trainer.data.folds[0]
     bars = trainer.learner.replay.bars[: int(trainer.learner.replay.written.clamp(max=trainer.learner.replay.rows))]
     assert int(bars.min()) >= fold.train.start and int(bars.max()) < fold.train.stop
+
+
+def test_an_averaged_fold_policy_on_cuda_is_what_the_summary_reports(tmp_path_factory) -> None:
+    """``train.policy_epochs = 2`` on the graphed CUDA path: each epoch's network is kept (copied out of the
+    captured step's static buffers), the fold's policy is the two epochs together, and a CUDA backtest of the saved
+    checkpoint reproduces the summary's validation and test figures exactly."""
+    from foxhunt.checkpoint_backtest import backtest_checkpoint
+
+    config = load_config(None, [*SHORT, "run.cuda_graph=true", "train.epochs=2", "train.policy_epochs=2",
+                                "folds.train_bars=1300", "folds.validation_bars=300", "folds.test_bars=300"])
+    path = tmp_path_factory.mktemp("cuda_averaged") / "run"
+    summary = Trainer(config, RunDirectory(path), show_progress=False).run()
+    fold = summary["folds"][0]
+    assert sorted(fold["policy_epochs"]) == [0, 1]
+    checkpoint = path / "checkpoints" / "fold_0"
+    for window in ("validation", "test"):
+        outcome = backtest_checkpoint(checkpoint, device="cuda", window=window)
+        assert list(outcome.window) == fold[f"{window}_window"]
+        assert outcome.metrics["agent"] == fold[window]["agent"], window
+    assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["fold_0"]
