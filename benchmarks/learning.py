@@ -141,10 +141,13 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "floor 0.25σ": ["learner.conviction_floor=0.25"],
         "spread 0.5": ["learner.conviction_spread=0.5"],
     },
-    "decay": {  # docs/learner.md, "Weight decay" and "Weight decay on the trunk"
+    "decay": {  # docs/learner.md, "Weight decay", "Weight decay on the trunk"
         "1e-5 on all (default)": [],
         "1.0 on all": ["learner.weight_decay=1.0"],
         "3.0 on the trunk": ["learner.weight_decay=3.0", 'learner.weight_decay_scope="trunk"'],
+        # docs/learner.md, "The trunk's decay with averaged epochs"
+        "3.0 on the trunk, best 3 averaged": ["learner.weight_decay=3.0", 'learner.weight_decay_scope="trunk"',
+                                              "train.policy_epochs=3"],
     },
     "epochs": {  # docs/learner.md, "Averaging the best epochs"
         "best epoch": ["train.policy_epochs=1"],
