@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 
+from foxhunt.checkpoint_backtest import backtest_checkpoint
 from foxhunt.config import load_config
 from foxhunt.trainer.graphs import WARMUP_CALLS
 from foxhunt.trainer.progress import RunProgress
@@ -201,8 +202,6 @@ def test_an_averaged_fold_policy_on_cuda_is_what_the_summary_reports(tmp_path_fa
     """``train.policy_epochs = 2`` on the graphed CUDA path: each epoch's network is kept (copied out of the
     captured step's static buffers), the fold's policy is the two epochs together, and a CUDA backtest of the saved
     checkpoint reproduces the summary's validation and test figures exactly."""
-    from foxhunt.checkpoint_backtest import backtest_checkpoint
-
     config = load_config(None, [*SHORT, "run.cuda_graph=true", "train.epochs=2", "train.policy_epochs=2",
                                 "folds.train_bars=1300", "folds.validation_bars=300", "folds.test_bars=300"])
     path = tmp_path_factory.mktemp("cuda_averaged") / "run"
