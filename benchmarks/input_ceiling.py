@@ -3,6 +3,7 @@
     python benchmarks/input_ceiling.py                                   # meanrev, horizons256, seeds 13-17
     python benchmarks/input_ceiling.py --dataset trend --features horizons --first-seed 18 --seeds 5
     python benchmarks/input_ceiling.py --fit-on calibration              # rules fitted on a 200,000-bar path
+    python benchmarks/input_ceiling.py --fold-mode anchored              # each fold trains from the warm-up on
 
 It separates "can the inputs express the signal?" from "does the agent learn it?". For each seed (the market
 drawn with that seed, as `benchmarks/learning.py` draws it) and each fold of the default walk-forward layout
@@ -88,9 +89,11 @@ def calibration_rules(dataset: str, features: str) -> dict[str, tuple[float, flo
 
 
 def seed_ratios(dataset: str, features: str, seed: int,
-                fixed: dict[str, tuple[float, float, bool]] | None = None) -> dict[str, float]:
+                fixed: dict[str, tuple[float, float, bool]] | None = None,
+                folds: FoldConfig | None = None) -> dict[str, float]:
     """Each input's chained test-bar Sharpe over the oracle's, for one seed; ``fixed``: rules fitted elsewhere
-    (:func:`calibration_rules`), else each fold's training bars fit them."""
+    (:func:`calibration_rules`), else each fold's training bars fit them; ``folds``: the walk-forward layout
+    (the defaults when None)."""
     market = load(attrs.evolve(parse_spec(LEARNING_SUITE[dataset]), seed=seed).canonical())
     matrix = compute_features(market, features)
     config = EnvConfig()
@@ -99,7 +102,7 @@ def seed_ratios(dataset: str, features: str, seed: int,
     policy = oracle_policy(market, config)
     model_mean = conditional_mean(spec_of(market), close)
     pnl: dict[str, list[np.ndarray]] = {name: [] for name in ("oracle", *matrix.names)}
-    for fold in make_folds(len(market), FoldConfig(), matrix.warmup):
+    for fold in make_folds(len(market), folds or FoldConfig(), matrix.warmup):
         train, test = slice(fold.train.start, fold.train.stop), slice(fold.test.start, fold.test.stop)
         oracle = threshold_targets(model_mean[test], cost[test], policy.threshold, policy.band == "hold", 0.0)
         pnl["oracle"].append(unit_pnl(oracle, close[test], cost[test]))
@@ -122,14 +125,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="how many seeds, from --first-seed on")
     parser.add_argument("--fit-on", choices=("train", "calibration"), default="train",
                         help="fit each rule on the fold's training bars (default) or on a long path of the model")
+    parser.add_argument("--fold-mode", choices=("rolling", "anchored"), default=FoldConfig().mode,
+                        help="rolling: each fold trains on the bars just before its validation window; anchored: "
+                             "from the warm-up on (as `folds.mode` in a run's config)")
     args = parser.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     fixed = calibration_rules(args.dataset, args.features) if args.fit_on == "calibration" else None
-    per_seed = [seed_ratios(args.dataset, args.features, seed, fixed) for seed in seeds]
+    folds = FoldConfig(mode=args.fold_mode)
+    per_seed = [seed_ratios(args.dataset, args.features, seed, fixed, folds) for seed in seeds]
     names = list(per_seed[0])
     fitted = "each fold's training bars" if fixed is None else f"a {CALIBRATION_BARS:,}-bar path of the model"
-    print(f"{args.dataset}, `{args.features}` inputs, seeds {seeds.start}-{seeds.stop - 1}: one input's threshold "
-          f"rule fitted on {fitted}, unit-position Sharpe over the oracle's on the folds' test bars\n")
+    print(f"{args.dataset}, `{args.features}` inputs, seeds {seeds.start}-{seeds.stop - 1}, {args.fold_mode} folds: "
+          f"one input's threshold rule fitted on {fitted}, unit-position Sharpe over the oracle's on the folds' test bars\n")
     print("| input | " + " | ".join(f"seed {seed}" for seed in seeds) + " | median |")
     print("|---" * (len(per_seed) + 2) + "|")
     for name in names:

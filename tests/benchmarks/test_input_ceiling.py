@@ -51,3 +51,17 @@ def test_the_script_prints_one_row_per_input() -> None:
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and not line.startswith("| input")]
     assert [row.split("|")[1].strip() for row in rows] == ["ret_1", "ret_4", "ret_16", "rvol_16", "mom_8", "rsi_14"]
     assert all(np.isfinite(float(row.split("|")[2])) for row in rows)
+
+
+def test_anchored_folds_fit_the_rules_on_longer_windows() -> None:
+    # the suite's 5,000 bars leave about 2,700 bars before fold 0's validation window: anchored, the rules are
+    # fitted on all of them, rolling on the last 2,000, so the ratios differ while the test windows stay the same
+    from foxhunt.folds import FoldConfig
+
+    ceiling = ceiling_module()
+    rolling = ceiling.seed_ratios("meanrev", "minimal", 13, folds=FoldConfig(mode="rolling"))
+    anchored = ceiling.seed_ratios("meanrev", "minimal", 13, folds=FoldConfig(mode="anchored"))
+    assert list(anchored) == list(rolling)
+    assert any(anchored[name] != rolling[name] for name in rolling)
+    # without a layout, the defaults' own
+    assert ceiling.seed_ratios("meanrev", "minimal", 13) == {"rolling": rolling, "anchored": anchored}[FoldConfig().mode]
