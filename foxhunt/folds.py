@@ -46,8 +46,11 @@ def _at_least(minimum: int):
 class FoldConfig:
     """Walk-forward layout.
 
-    ``train_bars`` is the training window length (exact when rolling, the minimum
-    when anchored, where training always starts at the warm-up).
+    ``mode`` is ``"anchored"`` (each fold trains from the warm-up to its
+    validation window: a slow signal needs every bar) or ``"rolling"`` (the
+    ``train_bars`` bars just before it, for a market whose old bars no longer
+    describe it). ``train_bars`` is the training window length (exact when
+    rolling, the minimum when anchored).
     ``validation_bars`` is the window each fold's best epoch is chosen on,
     ``test_bars`` the window its chosen policy is then reported on.
     ``embargo_bars`` separates training from validation and validation from
@@ -62,7 +65,7 @@ class FoldConfig:
     validation_bars: int = attrs.field(default=500, validator=_at_least(2))
     test_bars: int = attrs.field(default=500, validator=_at_least(2))
     embargo_bars: int = attrs.field(default=24, validator=_at_least(0))
-    mode: str = attrs.field(default="rolling", validator=attrs.validators.in_(MODES))
+    mode: str = attrs.field(default="anchored", validator=attrs.validators.in_(MODES))
     only: int | None = attrs.field(default=None, validator=attrs.validators.optional(_at_least(0)))
 
     def __attrs_post_init__(self) -> None:
