@@ -284,11 +284,12 @@ PIN_RELATIVE = 1e-5
 SLOTS_NEWER_THAN_THE_PIN = {"iql", "expected_sarsa", "auxiliary", "quantiles", "horizon_values", "trade_plans", "vsn"}  # owners
 SLOT_NAMES_NEWER_THAN_THE_PIN = {"support.knots"}  # slots of plugins older than the pin
 ONE_EPOCH = (*TINY, "train.epochs=1", "folds.n_folds=1")
-# The pinned run was recorded at the config classes' learning values; the CPU profile has its own since (the
-# defaults study, docs/tune.md; the execution credit, docs/learner.md), so the pinned runs name the class values
-# the profile would replace.
+# The pinned run was recorded at the config classes' learning values and with rolling folds; the CPU profile has
+# its own values since (the defaults study, docs/tune.md; the execution credit, docs/learner.md) and folds are
+# anchored by default (docs/data.md, "Folds"), so the pinned runs name the values the defaults would replace.
 CLASS_VALUES = ("learner.lr=3e-4", 'features.feature_set="horizons"', "plugins.mirror.fraction=0.25",
-                "plugins.epsilon.decay_fraction=0.5", "learner.execution_regret=false", "learner.shaping_only=false")
+                "plugins.epsilon.decay_fraction=0.5", "learner.execution_regret=false", "learner.shaping_only=false",
+                'folds.mode="rolling"')
 
 
 def close_to_pin(value: float, pinned: float) -> bool:
