@@ -3,11 +3,12 @@
     python benchmarks/input_ceiling.py                                   # meanrev, horizons256, seeds 13-17
     python benchmarks/input_ceiling.py --dataset trend --features horizons --first-seed 18 --seeds 5
     python benchmarks/input_ceiling.py --fit-on calibration              # rules fitted on a 200,000-bar path
-    python benchmarks/input_ceiling.py --fold-mode anchored              # each fold trains from the warm-up on
+    python benchmarks/input_ceiling.py --fold-mode rolling               # each fold fits on the 2,000 bars before validation
 
 It separates "can the inputs express the signal?" from "does the agent learn it?". For each seed (the market
 drawn with that seed, as `benchmarks/learning.py` draws it) and each fold of the default walk-forward layout
-(`foxhunt.folds.make_folds` with the run's `FoldConfig` defaults and the feature set's warm-up), per input:
+(`foxhunt.folds.make_folds` with the run's `FoldConfig` defaults, anchored unless `--fold-mode rolling`, and the
+feature set's warm-up), per input:
 
 1. On the fold's training bars, the OLS slope of the next bar's log return on the input: the rule's estimate
    of the next return is ``m̂ = slope × input`` (so the sign is learnt, not given).
@@ -127,7 +128,7 @@ def main() -> None:
                         help="fit each rule on the fold's training bars (default) or on a long path of the model")
     parser.add_argument("--fold-mode", choices=("rolling", "anchored"), default=FoldConfig().mode,
                         help="rolling: each fold trains on the bars just before its validation window; anchored: "
-                             "from the warm-up on (as `folds.mode` in a run's config)")
+                             f"from the warm-up on (default {FoldConfig().mode}, as `folds.mode` in a run's config)")
     args = parser.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     fixed = calibration_rules(args.dataset, args.features) if args.fit_on == "calibration" else None
