@@ -133,15 +133,19 @@ def test_normalisation_fitted_on_each_fold_training_window_only():
 
 def test_describe_folds_rows():
     market = load("eurusd-1h-2017")
-    rolling = describe_folds(make_folds(len(market), FoldConfig(mode="rolling"), warmup=64), market.timestamps)
+    rolling_folds = make_folds(len(market), FoldConfig(mode="rolling"), warmup=64)
+    rolling = describe_folds(rolling_folds, market.timestamps)
     assert [row.train_bars for row in rolling] == [2000, 2000, 2000]
     folds = make_folds(len(market), FoldConfig(), warmup=64)
     rows = describe_folds(folds, market.timestamps)
     assert [r.fold for r in rows] == [0, 1, 2]
     assert rows[-1].test_end == "2017-12-29 21:00"
-    # anchored by default: every fold trains from the warm-up to its validation window, 500 bars more each fold
+    # anchored by default: every fold trains from the warm-up to where the rolling layout's training ends, so 500
+    # bars more each fold, and its validation and test windows are the rolling layout's
     assert [row.train_bars for row in rows] == [4113, 4613, 5113]
-    assert {row.train_start for row in rows} == {str(market.timestamps[64])[:16].replace("T", " ")}
+    assert [(fold.train.start, fold.train.stop) for fold in folds] == [(64, r.train.stop) for r in rolling_folds]
+    assert [(row.validation_start, row.test_start, row.test_end) for row in rows] == [
+        (row.validation_start, row.test_start, row.test_end) for row in rolling]
     assert rows[0].embargo_bars == 24
     assert rows[0].validation_bars == 500 and rows[0].test_bars == 500
     for row in rows:
