@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import csv
 import json
 import logging
 import multiprocessing
@@ -190,6 +191,35 @@ def reported_windows(summary: dict[str, Any]) -> list[tuple[int, int]]:
     return [(int(fold["test_window"][0]), int(fold["test_window"][1])) for fold in summary["folds"]]
 
 
+def fold_records(run_path: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per fold, what a selection rule could have known and what it got: every epoch's validation Sharpe (in
+    epoch order, from ``metrics.jsonl``), the selected policy's validation Sharpe, and its test trade counts and
+    test equity curve (``equity/``). ``benchmarks/validation_gate.py`` reads these from the ``--json`` file."""
+    from foxhunt.trainer.run_dir import equity_file_name
+
+    epochs: dict[int, list[float]] = {}
+    for line in (run_path / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "validation" in row:
+            epochs.setdefault(int(row["fold"]), []).append(float(row["validation"]["sharpe"]))
+    records = []
+    for fold in summary["folds"]:
+        index = int(fold["fold"])
+        with open(run_path / "equity" / equity_file_name(index, "test"), newline="") as text:
+            test_equity = [float(row["agent"]) for row in csv.DictReader(text)]
+        test = fold["test"]["agent"]
+        records.append({
+            "fold": index,
+            "validation_bars": int(fold["validation_window"][1]) - int(fold["validation_window"][0]),
+            "validation_sharpes": epochs.get(index, []),
+            "selected_validation_sharpe": float(fold["validation"]["agent"]["sharpe"]),
+            "test": {"sharpe": float(test["sharpe"]), "fills": int(test["fills"]), "round_trips": int(test["round_trips"]),
+                     "turnover": float(test["turnover"])},
+            "test_equity": test_equity,
+        })
+    return records
+
+
 def source_for(name: str, seed: int) -> str:
     """The dataset's source for one seed: a synthetic market is redrawn with the run's seed."""
     source = DATASETS[name]
@@ -224,10 +254,11 @@ def run_once(name: str, seed: int, device: str, overrides: list[str], threads: i
         Trainer(config, run_dir, show_progress=False).run()
         wall = time.perf_counter() - started
         summary = json.loads((run_dir.path / "summary.json").read_text())
+        folds = fold_records(run_dir.path, summary)
     windows = reported_windows(summary)
     oracle = None
+    market = load(source)
     if source.startswith(PREFIX):
-        market = load(source)
         results = [oracle_backtest(market, config.env, window) for window in windows]
         oracle = combine(
             [r.equity for r in results], [r.fills for r in results], [r.round_trips for r in results],
@@ -243,6 +274,8 @@ def run_once(name: str, seed: int, device: str, overrides: list[str], threads: i
         "buy_and_hold": summary["overall"]["buy_and_hold"],
         "oracle": oracle,
         "wall_s": wall,
+        "bars_per_year": float(market.instrument.bars_per_year),
+        "folds": folds,
     }
 
 
