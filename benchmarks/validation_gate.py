@@ -29,6 +29,7 @@ import numpy as np
 from foxhunt.trainer.evaluation import combine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or loaded by a test
+from learning_compare import load_runs as compare_load_runs  # noqa: E402
 from learning_compare import measure_of  # noqa: E402
 
 __all__ = ["load_runs", "spearman", "gated", "evidence_rows", "gate_rows", "main"]
@@ -37,21 +38,15 @@ DEFAULT_THRESHOLDS = (0.0, 1.0, 2.0, 3.0)
 
 
 def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
-    """Every run of ``paths`` (``learning.py --json`` files); refuses a run without per-fold records, naming it."""
-    runs = []
-    for path in paths:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise SystemExit(f"{path}: not a learning.py --json file ({error})") from None
-        if not isinstance(document, dict) or not isinstance(document.get("runs"), list):
-            raise SystemExit(f"{path}: no 'runs' list: not a learning.py --json file")
-        for index, run in enumerate(document["runs"]):
-            if not run.get("folds") or "bars_per_year" not in run:
-                raise SystemExit(f"{path}: run {index} ({run.get('dataset')} seed {run.get('seed')}) has no per-fold "
-                                 "records: it was written before learning.py recorded them; run it again")
-            runs.append(run)
-    return runs
+    """Every run of ``paths`` (``learning.py --json`` files, one run per dataset and seed); refuses a run without
+    per-fold records, naming it."""
+    runs = compare_load_runs(paths)
+    for (dataset, seed), run in runs.items():
+        if not run.get("folds") or "bars_per_year" not in run:
+            names = ", ".join(str(path) for path in paths)
+            raise SystemExit(f"{names}: the run of {dataset} seed {seed} has no per-fold records: it was written "
+                             "before learning.py recorded them; run it again")
+    return list(runs.values())
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
