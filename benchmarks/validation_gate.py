@@ -17,7 +17,6 @@ seeds the gate puts ahead of and behind trading every fold, and how many folds s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
