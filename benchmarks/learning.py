@@ -23,6 +23,8 @@ threshold policy of ``foxhunt.env.oracle`` run through the same env physics and
 EnvConfig), agent/oracle, buy-and-hold, round trips, turnover and wall time. A
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
+``--json`` keeps every run's overall figures and, per fold, every epoch's validation Sharpe, the selected
+policy's, and its test figures and equity curve (``benchmarks/validation_gate.py`` reads them).
 """
 
 from __future__ import annotations
@@ -340,7 +342,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel, each in its own process")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per run, as `foxhunt train` sets them")
-    parser.add_argument("--json", dest="json_out", type=Path, default=None, help="write every run's raw results here")
+    parser.add_argument("--json", dest="json_out", type=Path, default=None, help="write every run's raw results here, with per-fold records (validation_gate.py reads them)")
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                         help="run every variant of one mechanism (after the --set overrides), one row per variant")
     args = parser.parse_args()
