@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from foxhunt.data import LEARNING_SUITE, load, parse_spec
+from foxhunt.data import LEARNING_SUITE, parse_spec
 from foxhunt.env.oracle import oracle_backtest
 from foxhunt.data.synthetic import PREFIX
 
@@ -253,13 +253,14 @@ def run_once(name: str, seed: int, device: str, overrides: list[str], threads: i
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = RunDirectory(Path(tmp) / "run")
         started = time.perf_counter()
-        Trainer(config, run_dir, show_progress=False).run()
+        trainer = Trainer(config, run_dir, show_progress=False)
+        trainer.run()
         wall = time.perf_counter() - started
         summary = json.loads((run_dir.path / "summary.json").read_text())
         folds = fold_records(run_dir.path, summary)
     windows = reported_windows(summary)
     oracle = None
-    market = load(source)
+    market = trainer.data.market  # the bars the run trained and was tested on, not a second load of them
     if source.startswith(PREFIX):
         results = [oracle_backtest(market, config.env, window) for window in windows]
         oracle = combine(
@@ -342,7 +343,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel, each in its own process")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per run, as `foxhunt train` sets them")
-    parser.add_argument("--json", dest="json_out", type=Path, default=None, help="write every run's raw results here, with per-fold records (validation_gate.py reads them)")
+    parser.add_argument("--json", dest="json_out", type=Path, default=None,
+                        help="write every run's raw results here, with per-fold records (validation_gate.py reads them)")
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                         help="run every variant of one mechanism (after the --set overrides), one row per variant")
     args = parser.parse_args()
