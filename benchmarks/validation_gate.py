@@ -28,6 +28,7 @@ import numpy as np
 from foxhunt.trainer.evaluation import combine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or loaded by a test
+from learning_compare import compare  # noqa: E402
 from learning_compare import load_runs as compare_load_runs  # noqa: E402
 from learning_compare import measure_of  # noqa: E402
 
@@ -109,24 +110,22 @@ def evidence_rows(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def gate_rows(runs: list[dict[str, Any]], thresholds: tuple[float, ...]) -> list[str]:
-    """The markdown table of the gates: per dataset, one row per threshold (the first: every fold trades)."""
+    """The markdown table of the gates: per dataset, one row per threshold (the first: every fold trades), each
+    paired seed by seed with every fold trading as benchmarks/learning_compare.py pairs two configs."""
     lines = ["| dataset | gate | folds traded | measure, median [IQR] | seeds ahead/behind |", "|---|---|---|---|---|"]
     for name, rows in _by_dataset(runs).items():
-        folds = [fold for run in rows for fold in run["folds"]]
-        base = [measure_of(gated(run, None)) for run in rows]
+        folds = sum(len(run["folds"]) for run in rows)
+        base = {(name, run["seed"]): gated(run, None) for run in rows}
         for threshold in (None, *thresholds):
-            results = [gated(run, threshold) for run in rows]
-            measures = [measure_of(result) for result in results]
-            label, values = measures[0][0], [value for _, value, _ in measures]
-            higher = measures[0][2]
-            ahead = sum((v > b[1]) if higher else (v < b[1]) for v, b in zip(values, base))
-            behind = sum((v < b[1]) if higher else (v > b[1]) for v, b in zip(values, base))
+            results = {(name, run["seed"]): gated(run, threshold) for run in rows}
+            [paired] = compare(base, results)
+            values = [value for label, value, _ in map(measure_of, results.values()) if label == paired["measure"]]
             q25, q50, q75 = np.percentile(values, [25, 50, 75])
-            digits = 0 if label == "round trips" else 2
+            digits = 0 if paired["measure"] == "round trips" else 2
             lines.append(
                 f"| {name} | {'none' if threshold is None else f'validation Sharpe >= {threshold:g}'} | "
-                f"{sum(r['traded'] for r in results)}/{len(folds)} | {label} {q50:.{digits}f} [{q25:.{digits}f}, "
-                f"{q75:.{digits}f}] | {ahead}/{behind} |"
+                f"{sum(result['traded'] for result in results.values())}/{folds} | {paired['measure']} "
+                f"{q50:.{digits}f} [{q25:.{digits}f}, {q75:.{digits}f}] | {paired['ahead']}/{paired['behind']} |"
             )
     return lines
 
