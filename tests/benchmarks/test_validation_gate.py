@@ -34,6 +34,7 @@ def quick_run() -> dict:
 
 
 def test_fold_records_chain_back_to_the_runs_reported_figures(quick_run: dict) -> None:
+    from foxhunt.folds import FoldConfig
     from foxhunt.trainer.evaluation import combine
 
     folds = quick_run["folds"]
@@ -42,7 +43,7 @@ def test_fold_records_chain_back_to_the_runs_reported_figures(quick_run: dict) -
         assert len(fold["test_equity"]) == stop - start
         assert len(fold["validation_sharpes"]) == 1  # the quick run's one epoch
         assert fold["selected_validation_sharpe"] == pytest.approx(fold["validation_sharpes"][0])
-        assert fold["validation_bars"] > 0
+        assert fold["validation_bars"] == FoldConfig().validation_bars  # the quick run keeps the default
     chained = combine([np.asarray(fold["test_equity"]) for fold in folds], [fold["test"]["fills"] for fold in folds],
                       [fold["test"]["round_trips"] for fold in folds], [fold["test"]["turnover"] for fold in folds],
                       quick_run["bars_per_year"])
