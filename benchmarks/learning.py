@@ -161,7 +161,7 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
     "execution": {  # docs/learner.md, "Execution credit"
         "joint (off)": _CREDIT_OFF,
         "regret": ["learner.execution_regret=true", "learner.shaping_only=false"],
-        "regret+shaping (CPU profile)": _CREDIT_ON,
+        "regret+shaping (profiles)": _CREDIT_ON,
         # docs/learner.md, "Reward split": the direction priced at a PASSIVE market order instead of the greedy execution
         "split+shaping": ["learner.reward_split=true", "learner.execution_regret=false", "learner.shaping_only=true"],
     },
@@ -170,15 +170,14 @@ ABLATIONS: dict[str, dict[str, list[str]]] = {
         "n_step 16": ["learner.n_step=16"],
         "n_step 16 mixed with 3": ["learner.n_step=16", "learner.n_step_mix=3"],
     },
-    "level": {  # docs/learner.md, "Execution credit and a 256-bar level": the CPU profile's two changes, each
-        # named in every variant, so the labels hold under any profile (the GPU profile has neither)
-        "horizons256, credit (CPU profile)": ['features.feature_set="horizons256"', *_CREDIT_ON],
+    "level": {  # docs/learner.md, "Execution credit and a 256-bar level" and "Both profiles take the 512-bar
+        # level": the inputs and the credit, each named in every variant, so the labels hold under any profile
+        "horizons512, credit (profiles)": ['features.feature_set="horizons512"', *_CREDIT_ON],
+        "horizons256, credit": ['features.feature_set="horizons256"', *_CREDIT_ON],
         "horizons256, no credit": ['features.feature_set="horizons256"', *_CREDIT_OFF],
         "horizons, credit": ['features.feature_set="horizons"', *_CREDIT_ON],
         "horizons, no credit": ['features.feature_set="horizons"', *_CREDIT_OFF],
-        # docs/learner.md, "A 512-bar level": the profile's inputs and a 512-bar Bollinger position
-        "horizons512, credit": ['features.feature_set="horizons512"', *_CREDIT_ON],
-        # docs/learner.md, "An exponentially weighted level": the profile's inputs and ewz_256
+        # docs/learner.md, "An exponentially weighted level": horizons256 and ewz_256
         "horizons_ew, credit": ['features.feature_set="horizons_ew"', *_CREDIT_ON],
     },
 }

@@ -66,7 +66,7 @@ def test_too_short_data_says_how_many_bars_are_needed():
         make_folds(1583, config, warmup=64)
 
 
-@pytest.mark.parametrize("feature_set", ["horizons", "horizons256", "horizons512"])  # the classes' set, the profiles', the longest
+@pytest.mark.parametrize("feature_set", ["horizons", "horizons256", "horizons512"])  # the classes' set, a 256-bar one, the profiles'
 @pytest.mark.parametrize("name", ["eurusd-1h-2017", "sp500-1d-1999-2018"])
 def test_the_default_layout_fits_both_bundled_datasets(name, feature_set):
     market = load(name)
@@ -83,11 +83,11 @@ def test_a_run_on_too_short_data_names_the_feature_set_whose_warm_up_it_needs(tm
     layout = ["folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80",
               "folds.embargo_bars=5", 'data.source="synthetic:planted?bars=800&seed=3"', 'run.device="cpu"']
     with pytest.raises(DataError) as refused:
-        prepare_data(load_config(None, layout))  # the CPU profile's horizons256: 255 bars of warm-up
+        prepare_data(load_config(None, layout))  # the CPU profile's horizons512: 511 bars of warm-up
     message = str(refused.value)
-    assert message.startswith("synthetic:planted?bars=800") and "need at least 805: warm-up 255" in message
+    assert message.startswith("synthetic:planted?bars=800") and "need at least 1061: warm-up 511" in message
     offered = message.split("built-in sets that fit: ")[1]
-    assert "feature set 'horizons256'" in message and "'horizons256'" not in offered
+    assert "feature set 'horizons512'" in message and "'horizons512'" not in offered and "'horizons256'" not in offered
     # 550 bars of folds: every set with a warm-up of at most 250 fits; `book` needs a book this market has not
     for name, warmup in (("ohlcv", 64), ("minimal", 16), ("horizons", 63)):
         assert f"'{name}' (warm-up {warmup})" in offered

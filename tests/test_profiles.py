@@ -25,8 +25,8 @@ def test_a_cpu_run_gets_the_studys_values_and_the_class_sizes() -> None:
     assert (config.env.n_envs, config.learner.compile) == (64, False)
     assert config.learner.batch_size == PROFILES["cpu"]["learner.batch_size"] == 256
     assert config.learner.lr == PROFILES["cpu"]["learner.lr"]
-    # the 256-bar level and the execution credit: docs/learner.md, "Execution credit and a 256-bar level"
-    assert config.features.feature_set == "horizons256"
+    # the 512-bar level and the execution credit: docs/learner.md, "Both profiles take the 512-bar level"
+    assert config.features.feature_set == "horizons512"
     assert (config.learner.execution_regret, config.learner.shaping_only) == (True, True)
     # plugin values are defaults beneath the plugin's own section, never a section of their own
     assert config.plugins.settings == {}
@@ -42,8 +42,9 @@ def test_what_the_user_writes_in_a_plugin_section_wins_over_the_profile() -> Non
 def test_the_gpu_profile_keeps_the_class_learning_rate_and_takes_the_credit_and_the_level() -> None:
     gpu, cpu = load_config(None, ['run.device="cuda"']), load_config(None, ['run.device="cpu"'])
     assert gpu.learner.lr != cpu.learner.lr
-    # measured on the H200: docs/learner.md, "The GPU profile and the execution credit"
-    assert gpu.features.feature_set == "horizons256"
+    # the credit measured on the H200 (docs/learner.md, "The GPU profile and the execution credit"), the level on
+    # an H100 ("Both profiles take the 512-bar level")
+    assert gpu.features.feature_set == "horizons512"
     assert (gpu.learner.execution_regret, gpu.learner.shaping_only) == (True, True)
 
 

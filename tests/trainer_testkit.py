@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from foxhunt.cli.main import cli
 
 # A planted market and a fold layout that fits it: warm-up + 300 train + 5 embargo + 80 validation + 5 embargo
-# + 2 x 80 test < 800. The `horizons` inputs (warm-up 64): the CPU profile's `horizons256` needs 256 bars of it.
+# + 2 x 80 test < 800. The `horizons` inputs (warm-up 64): the CPU profile's `horizons512` needs 512 bars of it.
 TINY_DATA = "synthetic:planted?bars=800&seed=3"
 TINY = (
     "train.epochs=2", "train.env_steps_per_epoch=96", "train.updates_per_epoch=12", "train.warmup_env_steps=32",

@@ -36,7 +36,7 @@ def _positive_or_none(instance: object, attribute: attrs.Attribute, value: float
 class FeatureConfig:
     """Which features, where the cache lives, and how inputs are normalised.
 
-    ``feature_set``: a built-in set (horizons, the default; horizons256, the CPU profile's; horizons512;
+    ``feature_set``: a built-in set (horizons, the default; horizons256; horizons512, the profiles';
     horizons_ew; minimal; ohlcv;
     book) or a loaded feature plugin's (``book_full``, from ``book_features``). ``names``: an explicit list
     instead (a custom set named after ``feature_set``). A core family's name is checked here; a plugin's, when

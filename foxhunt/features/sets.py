@@ -55,12 +55,12 @@ class FeatureSet:
 # AR(1), the trend and the random walk, not on mean reversion (docs/learner.md, "The counterfactual mirror").
 # `horizons256` swaps the Bollinger window for 256 bars: on the mean-reversion market its correlation with the
 # conditional mean of the next return is -0.72 against -0.41 for 64 bars (0.89 against 0.91 on the trend), and
-# beside the execution credit it is the CPU profile's set (docs/learner.md, "Execution credit and a 256-bar level").
-# `horizons512` adds a 512-bar Bollinger position to it (correlation -0.84 on mean reversion): over ten seeds it
-# doubled mean reversion's median and lost some of the trend and the AR(1) markets, so it is a named choice rather
-# than a profile's (docs/learner.md, "A 512-bar level"). `horizons_ew` adds instead an exponentially weighted
+# beside the execution credit it lifted mean reversion (docs/learner.md, "Execution credit and a 256-bar level").
+# `horizons512` adds a 512-bar Bollinger position to it (correlation -0.84 on mean reversion): it is both profiles'
+# set, measured over fifteen seeds on each device (docs/learner.md, "Both profiles take the 512-bar level"); its
+# warm-up is 512 bars, so a short file names `horizons` (64). `horizons_ew` adds instead an exponentially weighted
 # 256-bar level (`ewz_256`, which follows mean reversion's level closer than either window: a threshold rule on it
-# reaches 0.73 of that oracle against 0.41 for boll_256), a named choice too (docs/learner.md, "An exponentially
+# reaches 0.73 of that oracle against 0.41 for boll_256), a named choice (docs/learner.md, "An exponentially
 # weighted level").
 _MINIMAL_FEATURES = ("ret_1", "ret_4", "ret_16", "rvol_16", "mom_8", "rsi_14")
 _OHLCV_FEATURES = (
