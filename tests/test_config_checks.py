@@ -148,8 +148,10 @@ def test_cuda_asked_for_without_a_gpu_is_refused(tmp_path: Path, monkeypatch: py
 def test_a_priority_component_that_is_not_enabled_is_refused_with_the_known_ones(tmp_path: Path,
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path / "cache"))
+    # the `horizons` inputs (warm-up 64): the profile's 512-bar warm-up would not leave these 800 bars the fold
     tiny = ("folds.n_folds=1", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80",
-            "env.n_envs=8", "learner.hidden=[16]", "learner.n_atoms=11", "learner.replay.capacity=256")
+            'features.feature_set="horizons"', "env.n_envs=8", "learner.hidden=[16]", "learner.n_atoms=11",
+            "learner.replay.capacity=256")
     result = train(tmp_path, *tiny, 'learner.priority_component="nosuch"')
     assert_refused(result, tmp_path, "learner.priority_component", "'nosuch' is not an enabled loss component")
     assert "replay priorities can come from: c51, mse" in result.stderr
