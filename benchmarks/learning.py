@@ -343,7 +343,8 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra config override")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per run, as `foxhunt train` sets them")
     parser.add_argument("--json", dest="json_out", type=Path, default=None,
-                        help="write every run's raw results here, with per-fold records (validation_gate.py reads them)")
+                        help="write every run's raw results here, with per-fold records (validation_gate.py "
+                        "reads them)")
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                         help="run every variant of one mechanism (after the --set overrides), one row per variant")
     args = parser.parse_args()

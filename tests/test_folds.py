@@ -66,7 +66,8 @@ def test_too_short_data_says_how_many_bars_are_needed():
         make_folds(1583, config, warmup=64)
 
 
-@pytest.mark.parametrize("feature_set", ["horizons", "horizons256", "horizons512"])  # the classes' set, a 256-bar one, the profiles'
+# the classes' set, a 256-bar one, the profiles'
+@pytest.mark.parametrize("feature_set", ["horizons", "horizons256", "horizons512"])
 @pytest.mark.parametrize("name", ["eurusd-1h-2017", "sp500-1d-1999-2018"])
 def test_the_default_layout_fits_both_bundled_datasets(name, feature_set):
     market = load(name)

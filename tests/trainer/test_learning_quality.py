@@ -30,9 +30,10 @@ medians so that they fail when learning regresses; the CPU path is bit-reproduci
 gives the same figures on one machine.
 
 The config names its fold layout (rolling: 1 150 training bars), its feature set (`ohlcv`, the twenty inputs), its
-learning rate (3e-4), batch (128) and ε decay (0.5), and turns the replay's mirror off, because the figures above were measured that way (the CPU profile's
-values, docs/tune.md "The defaults study", are for the default 3 folds x 4 epochs): the test guards the update path against regressions, at a config where one
-short run learns. On the bridge bars, AR(1) seeds 1-5 with the `horizons` inputs gave 0.18, 2.17, 0.00 (no trade),
+learning rate (3e-4), batch (128) and ε decay (0.5), and turns the replay's mirror off, because the figures above
+were measured that way (the CPU profile's values, docs/tune.md "The defaults study", are for the default 3 folds x
+4 epochs): the test guards the update path against regressions, at a config where one short run learns.
+On the bridge bars, AR(1) seeds 1-5 with the `horizons` inputs gave 0.18, 2.17, 0.00 (no trade),
 1.07, 0.45, and without the CQL term (`plugins.static.cql_alpha=0`) 0.33, 1.27, -0.02, 1.16, 0.07: neither helps
 the seed that never trades (docs/learner.md, "Why a seed stops trading", has the diagnosis). Measured on the
 earlier bars: with the mirror on, this one epoch is too short for
