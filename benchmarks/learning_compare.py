@@ -5,6 +5,7 @@ a change is judged on pairs: the same dataset and seed under the base and the ca
 same market path and the same test windows. For each dataset this prints the measure's median under each, the
 median paired difference, how many seeds the candidate is ahead, behind or equal, and the two-sided exact sign
 test's p-value (ties dropped): the chance of a split at least that lopsided if the change made no difference.
+``--per-seed`` adds each dataset's paired values seed by seed, the lists docs/learner.md's tables quote.
 
 The measure is agent/oracle where the oracle made money on the run's windows, round trips on the random walk
 (whose oracle stays flat: fewer is better) and the agent's Sharpe elsewhere (the bundled data).
@@ -101,6 +102,7 @@ def compare(base: dict[tuple[str, int], dict[str, Any]],
         behind = sum(sign * (after - before) < 0 for _, before, after in pairs)
         rows.append({
             "dataset": name, "measure": label, "higher_is_better": higher, "seeds": [seed for seed, _, _ in pairs],
+            "base_values": [before for _, before, _ in pairs], "candidate_values": [after for _, _, after in pairs],
             "base": statistics.median(before for _, before, _ in pairs),
             "candidate": statistics.median(after for _, _, after in pairs),
             "difference": statistics.median(after - before for _, before, after in pairs),
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--candidate", type=Path, nargs="+", required=True, help="the same for the candidate")
     parser.add_argument("--base-variant", default=None, help="one variant of an --ablation base file")
     parser.add_argument("--candidate-variant", default=None, help="one variant of an --ablation candidate file")
+    parser.add_argument("--per-seed", action="store_true",
+                        help="also print each dataset's base and candidate value seed by seed")
     args = parser.parse_args(argv)
     rows = compare(load_runs(args.base, args.base_variant), load_runs(args.candidate, args.candidate_variant))
     if not rows:
@@ -137,6 +141,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {row['dataset']} | {row['measure']}{'' if row['higher_is_better'] else ' (fewer is better)'} | "
               f"{_seed_list(row['seeds'])} | {row['base']:{sign}.{d}f} | {row['candidate']:{sign}.{d}f} | "
               f"{row['difference']:+.{d}f} | {row['ahead']} | {row['behind']} | {row['equal']} | {row['p']:.2f} |")
+    if args.per_seed:
+        print()
+        print("| dataset | measure | seeds | base, per seed | candidate, per seed |")
+        print("|---|---|---|---|---|")
+        for row in rows:
+            d, sign = digits[row["measure"]], "" if row["measure"] == "round trips" else "+"
+            values = [", ".join(f"{value:{sign}.{d}f}" for value in row[side]) for side in ("base_values",
+                                                                                            "candidate_values")]
+            print(f"| {row['dataset']} | {row['measure']} | {', '.join(map(str, row['seeds']))} | {values[0]} | "
+                  f"{values[1]} |")
 
 
 if __name__ == "__main__":

@@ -118,3 +118,22 @@ def test_a_row_keeps_one_measure() -> None:
     (row,) = module.compare(base, candidate)
     assert row["measure"] == "agent/oracle" and row["seeds"] == [1, 2]
     assert (row["ahead"], row["behind"]) == (2, 0) and row["difference"] == pytest.approx(0.25)
+
+
+def test_per_seed_lists_each_pair_in_seed_order(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.json", [run("randomwalk", 14, 0.0, 0.0, round_trips=80),
+                                          run("randomwalk", 13, 0.0, 0.0, round_trips=120),
+                                          run("trend", 13, -0.5, 2.0)])
+    candidate = write(tmp_path / "candidate.json", [run("randomwalk", 13, 0.0, 0.0, round_trips=20),
+                                                    run("randomwalk", 14, 0.0, 0.0, round_trips=90),
+                                                    run("trend", 13, 1.0, 2.0)])
+    result = subprocess.run([sys.executable, str(SCRIPT), "--base", str(base), "--candidate", str(candidate),
+                             "--per-seed"], capture_output=True, text=True, check=True)
+    lines = result.stdout.splitlines()
+    start = lines.index("| dataset | measure | seeds | base, per seed | candidate, per seed |")
+    assert lines[start + 2:] == ["| randomwalk | round trips | 13, 14 | 120, 80 | 20, 90 |",
+                                 "| trend | agent/oracle | 13 | -0.25 | +0.50 |"]
+    # without the flag the second table is left out
+    plain = subprocess.run([sys.executable, str(SCRIPT), "--base", str(base), "--candidate", str(candidate)],
+                           capture_output=True, text=True, check=True)
+    assert "per seed" not in plain.stdout
