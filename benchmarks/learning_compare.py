@@ -132,23 +132,23 @@ def main(argv: list[str] | None = None) -> None:
     if not rows:
         raise SystemExit("the two sides share no (dataset, seed) pair")
     digits = {"agent/oracle": 2, "round trips": 0, "agent Sharpe": 2}
+    # a value's format per measure; a count is never negative, so round trips carry no sign
+    value_format = {measure: f"{'' if measure == 'round trips' else '+'}.{d}f" for measure, d in digits.items()}
     print("| dataset | measure | seeds | base, median | candidate, median | paired difference, median | "
           "candidate ahead | behind | equal | sign test p |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        d = digits[row["measure"]]
-        sign = "+" if row["measure"] != "round trips" else ""  # a count is never negative: no sign on its medians
+        d, value = digits[row["measure"]], value_format[row["measure"]]
         print(f"| {row['dataset']} | {row['measure']}{'' if row['higher_is_better'] else ' (fewer is better)'} | "
-              f"{_seed_list(row['seeds'])} | {row['base']:{sign}.{d}f} | {row['candidate']:{sign}.{d}f} | "
+              f"{_seed_list(row['seeds'])} | {row['base']:{value}} | {row['candidate']:{value}} | "
               f"{row['difference']:+.{d}f} | {row['ahead']} | {row['behind']} | {row['equal']} | {row['p']:.2f} |")
     if args.per_seed:
         print()
         print("| dataset | measure | seeds | base, per seed | candidate, per seed |")
         print("|---|---|---|---|---|")
         for row in rows:
-            d, sign = digits[row["measure"]], "" if row["measure"] == "round trips" else "+"
-            values = [", ".join(f"{value:{sign}.{d}f}" for value in row[side]) for side in ("base_values",
-                                                                                            "candidate_values")]
+            values = [", ".join(format(number, value_format[row["measure"]]) for number in row[side])
+                      for side in ("base_values", "candidate_values")]
             print(f"| {row['dataset']} | {row['measure']} | {', '.join(map(str, row['seeds']))} | {values[0]} | "
                   f"{values[1]} |")
 
