@@ -24,7 +24,9 @@ EnvConfig), agent/oracle, buy-and-hold, round trips, turnover and wall time. A
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
 ``--json`` keeps every run's overall figures and, per fold, every epoch's validation Sharpe, the selected
-policy's, and its test figures and equity curve (``benchmarks/validation_gate.py`` reads them).
+policy's, and its test figures and equity curve (``benchmarks/validation_gate.py`` reads them). The file is
+rewritten after every finished run, so a benchmark stopped part way (Ctrl-C, a time limit) keeps the runs it
+finished; its ``planned_runs`` against the length of ``runs`` tells whether it is complete.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import csv
 import json
 import logging
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -330,6 +333,14 @@ def _report(variant: str | None, run: dict[str, Any], done: int, total: int) -> 
           f"{ratio}, {run['agent']['round_trips']} round trips, {run['wall_s']:.0f} s", file=sys.stderr, flush=True)
 
 
+def write_results(path: Path, settings: dict[str, Any], runs: list[dict[str, Any]], planned: int) -> None:
+    """``runs`` so far, with the command's settings, to ``path``: written beside it and renamed over it, so a
+    reader (or a benchmark killed mid-write) never sees half a file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps({"args": settings, "planned_runs": planned, "runs": runs}, indent=1))
+    os.replace(partial, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -356,26 +367,31 @@ def main() -> None:
     labelled = [(variant, (name, seed, args.device, [*overrides, *extra], args.threads))
                 for variant, extra in variants.items() for name in names for seed in seeds]
     jobs = [job for _, job in labelled]
+    settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides}
+    finished: list[dict[str, Any]] = []
+
+    def record(variant: str | None, run: dict[str, Any]) -> dict[str, Any]:
+        run = {**run, "variant": variant} if args.ablation else run
+        finished.append(run)
+        _report(variant, run, len(finished), len(jobs))
+        if args.json_out is not None:
+            write_results(args.json_out, settings, finished, len(jobs))
+        return run
+
     print(f"# {len(jobs)} runs on {args.device}, {args.jobs} at a time; overrides: {overrides or 'none'}", file=sys.stderr, flush=True)
     if args.jobs > 1:
         # spawn: a forked child would inherit torch's and numba's thread pools in an undefined state.
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
             futures = {pool.submit(run_once, *job): variant for variant, job in labelled}  # in labelled order
-            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-                _report(futures[future], future.result(), done, len(jobs))
-            runs = [future.result() for future in futures]
+            recorded = {future: record(futures[future], future.result())
+                        for future in concurrent.futures.as_completed(futures)}
+            runs = [recorded[future] for future in futures]
     else:
-        runs = []
-        for variant, job in labelled:
-            runs.append(run_once(*job))
-            _report(variant, runs[-1], len(runs), len(jobs))
-    if args.ablation:
-        runs = [{**run, "variant": variant} for (variant, _), run in zip(labelled, runs, strict=True)]
+        runs = [record(variant, run_once(*job)) for variant, job in labelled]
     print("\n".join(table_rows(runs)), flush=True)
-    if args.json_out is not None:
-        settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides}
-        args.json_out.write_text(json.dumps({"args": settings, "runs": runs}, indent=1))
+    if args.json_out is not None:  # once more, in the command's order rather than the order runs finished
+        write_results(args.json_out, settings, runs, len(jobs))
 
 
 if __name__ == "__main__":
