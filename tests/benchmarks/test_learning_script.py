@@ -1,5 +1,6 @@
 """benchmarks/learning.py --json: the file holds every finished run as the benchmark goes, so one stopped part way
-(Ctrl-C, a machine's time limit) keeps what it finished, and a complete one lists its runs in the command's order."""
+(Ctrl-C, a machine's time limit) keeps what it finished, and a complete one lists its runs in the command's order.
+(Not test_learning.py: pytest imports test files by basename, and tests/learner/ has one.)"""
 
 from __future__ import annotations
 
