@@ -12,7 +12,9 @@ The AR(1) bar is 0.35, not half the oracle, because half was these five seeds' l
 medians are 0.26 with the step's earlier float64 arithmetic (seeds 1-5 then: 0.50, 1.45, 0.12, 0.66, 0.62, median
 0.62) and 0.17 in float32, with float32 ahead on 8 of the 13 seeds that differ (means 0.29 and 0.35): the
 rounding moved each short run, not the learning, and a bar at the five-seed median failed on it. The bar still
-fails on a regression like a PopArt change that brought this median to 0.30 on the earlier bars.
+fails on a regression like a PopArt change that brought this median to 0.30 on the earlier bars. On an AMD EPYC
+2-core machine the same code gives AR(1) 0.13, 1.53, 0.01, 1.19, 0.33 (median 0.33) and fails this bar: the
+rounding moves this five-seed median by 0.06 from one CPU model to the other.
 With the float64 step, without the credit (`learner.execution_regret=false`, `learner.shaping_only=false`) the
 same seeds gave planted -0.34, 0.95, 0.78, 0.84, 0.93, AR(1) -0.09, 1.01, -0.05, 1.11, 0.61 (seeds 1 and 3
 stopped trading early: the collapse of docs/learner.md, "Why a seed stops trading") and random-walk turnover
