@@ -1,56 +1,52 @@
 """The agent learns: out of sample, after costs, it finds planted signals and leaves noise alone.
 
-Measured on the synthetic bars whose highs and lows come from a Brownian bridge (docs/data.md), seeds 1-5 of
-this config with the CPU profile's execution credit (docs/learner.md, "Execution credit"), one torch thread
-(the fixture below), on this project's 2-core machine kind, with the environment step computing in float32
-(docs/kernels.md, "Float32 arithmetic"):
-- Planted EMA-momentum market: agent/oracle 0.42, 0.60, 0.86, 0.87, 0.84 (median 0.84).
-- AR(1) market of the learning suite (phi 0.2): agent/oracle 0.22, 1.69, 0.12, 2.08, 0.39 (median 0.39).
-- Driftless random walk: turnover 0.03, 0.24, 0.22, 0.13, 0.17 of a policy that reverses its position every
-  bar (median 0.17).
-The AR(1) bar is 0.35, not half the oracle, because half was these five seeds' luck: over seeds 1-14 the AR(1)
-medians are 0.26 with the step's earlier float64 arithmetic (seeds 1-5 then: 0.50, 1.45, 0.12, 0.66, 0.62, median
-0.62) and 0.17 in float32, with float32 ahead on 8 of the 13 seeds that differ (means 0.29 and 0.35): the
-rounding moved each short run, not the learning, and a bar at the five-seed median failed on it. The bar still
-fails on a regression like a PopArt change that brought this median to 0.30 on the earlier bars. On an AMD EPYC
-2-core machine the same code gives AR(1) 0.13, 1.53, 0.01, 1.19, 0.33 (median 0.33) and fails this bar: the
-rounding moves this five-seed median by 0.06 from one CPU model to the other.
-With the float64 step, without the credit (`learner.execution_regret=false`, `learner.shaping_only=false`) the
-same seeds gave planted -0.34, 0.95, 0.78, 0.84, 0.93, AR(1) -0.09, 1.01, -0.05, 1.11, 0.61 (seeds 1 and 3
-stopped trading early: the collapse of docs/learner.md, "Why a seed stops trading") and random-walk turnover
-0.01, 0.11, 0.00, 0.12, 0.16. Another CPU model rounds the sums differently, and a short run carries that far:
-without the credit, on the machine where the thresholds were first set the same seeds gave planted -0.34, 0.69,
-0.89, 0.84, 0.84, AR(1) 0.19, 1.16, 0.00, 1.42, 0.61 and random-walk turnover 0.03, 0.07, 0.00, 0.15, 0.16; with
-two torch threads, AR(1) -0.33, 1.12, 0.14, 1.37, 0.62.
+Measured on the synthetic bars whose highs and lows come from a Brownian bridge (docs/data.md), with the CPU
+profile's execution credit (docs/learner.md, "Execution credit"), one torch thread (the fixture below), with the
+environment step computing in float32 (docs/kernels.md, "Float32 arithmetic"):
+- Planted EMA-momentum market, seeds 1-5, a 600-bar test window: agent/oracle 0.42, 0.60, 0.86, 0.87, 0.84
+  (median 0.84), on the 2-core machine kind that set the bar.
+- Driftless random walk, seeds 1-5, a 600-bar test window: turnover 0.03, 0.24, 0.22, 0.13, 0.17 of a policy that
+  reverses its position every bar (median 0.17), on the same machine kind.
+- AR(1) market of the learning suite (phi 0.2), seeds 1-20, a 3 000-bar test window, a discount of 0.8 on every
+  branch, on an AMD EPYC 2-core machine (the CI's kind): agent/oracle 0.56, 0.10, 0.12, 0.68, 0.61, 0.54, 0.47,
+  0.33, 0.45, 0.21, 0.51, 0.52, 0.30, 0.61, 0.44, 0.84, 0.32, 0.35, 0.12, 0.68 (median 0.46). With torch's
+  non-vectorised kernels and MKL's compatible code path (`ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPAT`), which
+  round the sums as another CPU model might: 0.51, 0.05, 0.12, 0.78, 0.61, 0.40, 0.41, 0.35, 0.36, 0.08, 0.64,
+  0.52, 0.34, 0.74, 0.42, 0.77, 0.62, 0.55, 0.05, 0.53 (median 0.46).
+
+The AR(1) check is built so that its median measures learning rather than luck (docs/learner.md, "The
+learning-quality test's AR(1) check", has every variant). On one 600-bar window even the oracle's Sharpe ranged
+from 3.9 to 18.7 over seeds 1-10 (standard deviation 5.0), so one seed's agent/oracle moved with the window as
+much as with the learning: with that window and five seeds the median was 0.39 on one CPU model and 0.33 on the
+AMD EPYC, and over seeds 1-10 it was 0.18. The 3 000-bar window (the same 1 150 training bars, a longer stretch
+after them) halves that spread (the oracle: 7.8 to 16.3, standard deviation 2.6). With the profile's adaptive
+discount (0.95-0.99 on the direction) seeds 1-20 then gave a median of 0.36, at the bar; the AR(1) signal lives
+one bar, and a discount of 0.8 gave 0.46 (ahead on 13 of the 20 seeds, none losing money against one). Ten
+seeds were not enough: under the other rounding seeds 1-10 have a median of 0.38 and seeds 11-20 0.54. Twenty
+seeds held 0.46 under both roundings, so the check takes twenty, and its bar stays 0.35.
 
 So on the planted market the median of the five seeds must reach half the oracle and at most one seed may fail
-to make money; on the AR(1) market the median must reach 0.35 of the oracle (two seeds reach a fifth of it, and
-without the credit two collapsed on one machine kind and one on another, so the median is its bar); on the random walk the
-median turnover must stay under CHURN_FRACTION of the churner's. One short run's result varies with the seed (the
-market and the agent), which is why the bar is on five seeds' median. The thresholds sit at or below the measured
-medians so that they fail when learning regresses; the CPU path is bit-reproducible, so a given commit always
-gives the same figures on one machine.
+to make money; on the AR(1) market the median of the twenty seeds must reach 0.35 of the oracle (a few seeds reach
+an eighth of it or less, so the median is its bar); on the random walk the median turnover must stay under
+CHURN_FRACTION of the churner's. The thresholds sit below the measured medians so that they fail when learning
+regresses. The CPU path is bit-reproducible, so a given commit always gives the same figures on one machine;
+another CPU model rounds the sums differently, and a short run carries that far (docs/learner.md has earlier
+measurements of this config on other machines, with the float64 step and without the execution credit).
 
 The config names its fold layout (rolling: 1 150 training bars), its feature set (`ohlcv`, the twenty inputs), its
 learning rate (3e-4), batch (128) and ε decay (0.5), and turns the replay's mirror off, because the figures above
 were measured that way (the CPU profile's values, docs/tune.md "The defaults study", are for the default 3 folds x
-4 epochs): the test guards the update path against regressions, at a config where one short run learns.
-On the bridge bars, AR(1) seeds 1-5 with the `horizons` inputs gave 0.18, 2.17, 0.00 (no trade),
-1.07, 0.45, and without the CQL term (`plugins.static.cql_alpha=0`) 0.33, 1.27, -0.02, 1.16, 0.07: neither helps
-the seed that never trades (docs/learner.md, "Why a seed stops trading", has the diagnosis). Measured on the
-earlier bars: with the mirror on, this one epoch is too short for
-some seeds to start trading (seeds 1-4 with `ohlcv` and the mirror: AR(1) 0.46, 0.81, 0.00 with no trade, 1.48; planted, seeds 1-5: 0.52, 0.98, 0.91,
-0.97, 0.00 with no trade).
-This one short epoch under-trains rather than over-fits, and there smaller input sets do worse too (measured,
-seeds 1-5 with `minimal`: AR(1) -0.37, 0.72, 0.35, 1.11, 0.20; planted 0.33, 0.99, 0.47, 0.84, 0.59; seeds 1-3
-with the default `horizons` and the mirror, planted: 0.00, 0.30, 0.61). The default's own learning, over the
-default 3 folds x 4 epochs, is `benchmarks/learning.py`'s (docs/learner.md, "The counterfactual mirror and the
-`horizons` set").
+4 epochs): the test guards the update path against regressions, at a config where one short run learns. This one
+short epoch under-trains rather than over-fits: smaller input sets do worse, and with the mirror on some seeds do
+not start trading (docs/learner.md, "The counterfactual mirror and the `horizons` set"). The default's own
+learning, over the default 3 folds x 4 epochs, is `benchmarks/learning.py`'s.
 
 The oracle (``foxhunt.data.oracle_positions``) holds ``sign(f)`` of the planted
 EMA signal, one unit, paying the instrument's half spread and commission on
 every change; its Sharpe is measured over exactly the bars the agent's
-test equity covers, so both are judged on the same market stretch.
+test equity covers, so both are judged on the same market stretch. The AR(1)
+market's oracle is ``foxhunt.env.oracle.oracle_backtest``, run through the
+environment's own fills and costs over the same window.
 """
 
 from __future__ import annotations
@@ -72,24 +68,32 @@ from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
 
 # One fold, one epoch, reported on the test window after validation (out of sample), 300 steps of 32
-# environments: about 7-20 s per run on 2 cores once the kernels are compiled.
+# environments: about 30-50 s per run on the AMD EPYC 2-core machine once the kernels are compiled.
 SEEDS = (1, 2, 3, 4, 5)
 MOST_LOSERS = 1  # planted market: seeds of SEEDS allowed to end without a profit (a loss or no trade)
 FRACTION = 0.5
 
 
-SIGNAL_FRACTION = 0.35  # AR(1): median agent/oracle over SEEDS (measured 0.39; the docstring says why not 0.5)
+SIGNAL_FRACTION = 0.35  # AR(1): median agent/oracle over AR1_SEEDS (measured 0.46; the docstring)
 CHURN_FRACTION = 0.25  # random walk: median turnover as a fraction of the every-bar churner's
 
+# The AR(1) check: twenty seeds, a 3 000-bar test window after the same 1 150 training bars, and a discount of 0.8
+# on every branch (the signal lives one bar; the docstring has the measurements that chose each).
+AR1_SEEDS = tuple(range(1, 21))
+AR1_SOURCE = "synthetic:ar1?phi=0.2&bars=4400"
+AR1_OVERRIDES = (
+    "folds.test_bars=3000", "plugins.gamma.minimum=[0.8,0.8,0.8,0.8]", "plugins.gamma.maximum=[0.8,0.8,0.8,0.8]",
+)
 
-def config(seed: int, source: str = "synthetic:planted?bars=2000"):
+
+def config(seed: int, source: str = "synthetic:planted?bars=2000", overrides: Sequence[str] = ()):
     return load_config(None, [
         f'data.source="{source}&seed={seed}"', f"run.seed={seed}", 'run.device="cpu"',
         "folds.n_folds=1", "folds.train_bars=1150", "folds.validation_bars=100", "folds.test_bars=600",
         'folds.mode="rolling"',
         "train.epochs=1", "train.env_steps_per_epoch=9600", "train.updates_per_epoch=300", "env.n_envs=32",
         "train.warmup_env_steps=1024", 'features.feature_set="ohlcv"', "plugins.mirror.enabled=false",
-        "learner.lr=3e-4", "learner.batch_size=128", "plugins.epsilon.decay_fraction=0.5",
+        "learner.lr=3e-4", "learner.batch_size=128", "plugins.epsilon.decay_fraction=0.5", *overrides,
     ])
 
 
@@ -113,9 +117,10 @@ def test_the_windowed_oracle_is_the_library_oracle_on_the_whole_market() -> None
     assert oracle_sharpe_over(market, [(0, len(market))]) == pytest.approx(oracle_sharpe(market), rel=1e-12)
 
 
-def trained(seed: int, source: str, tmp_path: Path) -> tuple[Trainer, dict, tuple[int, int]]:
+def trained(seed: int, source: str, tmp_path: Path,
+            overrides: Sequence[str] = ()) -> tuple[Trainer, dict, tuple[int, int]]:
     """One run of the test config; its summary and the one fold's test window, which the summary reports."""
-    trainer = Trainer(config(seed, source), RunDirectory(tmp_path / f"seed_{seed}"), show_progress=False)
+    trainer = Trainer(config(seed, source, overrides), RunDirectory(tmp_path / f"seed_{seed}"), show_progress=False)
     summary = trainer.run()
     (fold,) = trainer.data.folds
     window = (fold.test.start, fold.test.stop)
@@ -134,12 +139,13 @@ def one_intra_op_thread() -> Iterator[None]:
 
 
 def assert_median_oracle_fraction(tmp_path: Path, source: str, oracle_of, fraction: float,
-                                  most_losers: int | None = MOST_LOSERS) -> None:
-    """The median agent/oracle reaches ``fraction``, and (unless ``most_losers`` is None) at most ``most_losers``
-    seeds end without a profit out of sample."""
+                                  most_losers: int | None = MOST_LOSERS, seeds: Sequence[int] = SEEDS,
+                                  overrides: Sequence[str] = ()) -> None:
+    """The median agent/oracle over ``seeds`` reaches ``fraction``, and (unless ``most_losers`` is None) at most
+    ``most_losers`` seeds end without a profit out of sample."""
     ratios, lines = [], []
-    for seed in SEEDS:
-        trainer, summary, window = trained(seed, source, tmp_path)
+    for seed in seeds:
+        trainer, summary, window = trained(seed, source, tmp_path, overrides)
         oracle = oracle_of(trainer, window)
         agent = summary["overall"]["agent"]["sharpe"]
         assert oracle > 1.5  # the signal pays on these bars, so the bar below means something
@@ -176,10 +182,10 @@ def churner(trainer: Trainer, window: tuple[int, int]) -> BacktestResult:
 
 def test_agent_finds_the_ar1_signal_out_of_sample(tmp_path: Path) -> None:
     assert_median_oracle_fraction(
-        tmp_path, "synthetic:ar1?phi=0.2&bars=2000",
+        tmp_path, AR1_SOURCE,
         lambda trainer, window: oracle_backtest(trainer.data.market, trainer.config.env, window).sharpe,
-        # seeds 1 and 3 reach a fifth of the oracle (the docstring): the median is the bar
-        SIGNAL_FRACTION, most_losers=None,
+        # seeds 2, 3 and 19 reach an eighth of the oracle or less (the docstring): the median is the bar
+        SIGNAL_FRACTION, most_losers=None, seeds=AR1_SEEDS, overrides=AR1_OVERRIDES,
     )
 
 
