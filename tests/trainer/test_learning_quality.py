@@ -31,7 +31,7 @@ an eighth of it or less, so the median is its bar); on the random walk the media
 CHURN_FRACTION of the churner's. The thresholds sit below the measured medians so that they fail when learning
 regresses. The CPU path is bit-reproducible, so a given commit always gives the same figures on one machine;
 another CPU model rounds the sums differently, and a short run carries that far (docs/learner.md has earlier
-measurements of this config on other machines, with the float64 step and without the execution credit).
+measurements of the earlier 600-bar AR(1) check, with the float64 step and without the execution credit).
 
 The config names its fold layout (rolling: 1 150 training bars), its feature set (`ohlcv`, the twenty inputs), its
 learning rate (3e-4), batch (128) and ε decay (0.5), and turns the replay's mirror off, because the figures above
@@ -68,7 +68,7 @@ from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
 
 # One fold, one epoch, reported on the test window after validation (out of sample), 300 steps of 32
-# environments: about 30-50 s per run on the AMD EPYC 2-core machine once the kernels are compiled.
+# environments: about 20 s per run on the AMD EPYC 2-core machine once the kernels are compiled.
 SEEDS = (1, 2, 3, 4, 5)
 MOST_LOSERS = 1  # planted market: seeds of SEEDS allowed to end without a profit (a loss or no trade)
 FRACTION = 0.5
