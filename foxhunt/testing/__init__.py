@@ -7,7 +7,10 @@ repository's tests get its fixtures with no conftest:
   (only the core's own declarations), and ``add_plugin`` to put one plugin on it;
 - :func:`conformance_machine`: a hypothesis rule-based state machine that runs a
   plugin through declare, freeze, training steps, fold and soft resets and a
-  checkpoint round trip, checking foxhunt's invariants after every rule.
+  checkpoint round trip, checking foxhunt's invariants after every rule;
+- :mod:`foxhunt.testing.learning_check`: the learning-quality test's short runs
+  (``run_check(CHECKS["ar1"], seed, root, overrides)``), to see that an agent
+  with a plugin loaded still finds a signal and leaves a random walk alone.
 
 This package imports nothing heavy until used: pytest loads it in every test
 session of an environment that has foxhunt, and numba must not be imported

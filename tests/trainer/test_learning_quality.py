@@ -51,7 +51,6 @@ environment's own fills and costs over the same window.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -59,73 +58,20 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
-from foxhunt.config import load_config
-from foxhunt.env.backtest import BacktestResult, backtest
-from foxhunt.env.oracle import oracle_backtest
-from foxhunt.data import MarketData, load, oracle_positions, oracle_sharpe
-from foxhunt.trainer.run_dir import RunDirectory
-from foxhunt.trainer.trainer import Trainer
+from foxhunt.data import load, oracle_sharpe
+from foxhunt.testing.learning_check import CHECKS, Check, CheckRun, oracle_sharpe_over, run_check
 
-# One fold, one epoch, reported on the test window after validation (out of sample), 300 steps of 32
-# environments: about 20 s per run on the AMD EPYC 2-core machine once the kernels are compiled.
-SEEDS = (1, 2, 3, 4, 5)
-MOST_LOSERS = 1  # planted market: seeds of SEEDS allowed to end without a profit (a loss or no trade)
-FRACTION = 0.5
-
-
-SIGNAL_FRACTION = 0.35  # AR(1): median agent/oracle over AR1_SEEDS (measured 0.46; the docstring)
+# The runs themselves (config, oracles, the churner) are foxhunt.testing.learning_check's, which
+# benchmarks/learning_check.py runs too; the bars they must clear are the test's.
+MOST_LOSERS = 1  # planted market: seeds allowed to end without a profit (a loss or no trade)
+FRACTION = 0.5  # planted market: median agent/oracle over its seeds
+SIGNAL_FRACTION = 0.35  # AR(1): median agent/oracle over its twenty seeds (measured 0.46; the docstring)
 CHURN_FRACTION = 0.25  # random walk: median turnover as a fraction of the every-bar churner's
-
-# The AR(1) check: twenty seeds, a 3 000-bar test window after the same 1 150 training bars, and a discount of 0.8
-# on every branch (the signal lives one bar; the docstring has the measurements that chose each).
-AR1_SEEDS = tuple(range(1, 21))
-AR1_SOURCE = "synthetic:ar1?phi=0.2&bars=4400"
-AR1_OVERRIDES = (
-    "folds.test_bars=3000", "plugins.gamma.minimum=[0.8,0.8,0.8,0.8]", "plugins.gamma.maximum=[0.8,0.8,0.8,0.8]",
-)
-
-
-def config(seed: int, source: str = "synthetic:planted?bars=2000", overrides: Sequence[str] = ()):
-    return load_config(None, [
-        f'data.source="{source}&seed={seed}"', f"run.seed={seed}", 'run.device="cpu"',
-        "folds.n_folds=1", "folds.train_bars=1150", "folds.validation_bars=100", "folds.test_bars=600",
-        'folds.mode="rolling"',
-        "train.epochs=1", "train.env_steps_per_epoch=9600", "train.updates_per_epoch=300", "env.n_envs=32",
-        "train.warmup_env_steps=1024", 'features.feature_set="ohlcv"', "plugins.mirror.enabled=false",
-        "learner.lr=3e-4", "learner.batch_size=128", "plugins.epsilon.decay_fraction=0.5", *overrides,
-    ])
-
-
-def oracle_sharpe_over(market: MarketData, windows: Sequence[tuple[int, int]]) -> float:
-    """The oracle's annualised Sharpe after costs on the bars whose returns a test equity curve holds.
-
-    A test backtest over ``[start, stop)`` starts with its cash at bar
-    ``start`` and books the returns of bars ``start + 1 .. stop - 1``.
-    """
-    positions = oracle_positions(market)
-    close = market.close
-    spec = market.instrument
-    cost = (spec.spread_ticks * spec.tick_size / 2.0) / close[:-1] + spec.commission / (close[:-1] * spec.multiplier)
-    pnl = positions[1:] * np.diff(np.log(close)) - cost * np.abs(np.diff(positions))  # pnl[t - 1]: bar t
-    bars = np.concatenate([pnl[start : stop - 1] for start, stop in windows])
-    return float(bars.mean() / bars.std() * math.sqrt(spec.bars_per_year))
 
 
 def test_the_windowed_oracle_is_the_library_oracle_on_the_whole_market() -> None:
     market = load("synthetic:planted?bars=2000&seed=1")
     assert oracle_sharpe_over(market, [(0, len(market))]) == pytest.approx(oracle_sharpe(market), rel=1e-12)
-
-
-def trained(seed: int, source: str, tmp_path: Path,
-            overrides: Sequence[str] = ()) -> tuple[Trainer, dict, tuple[int, int]]:
-    """One run of the test config; its summary and the one fold's test window, which the summary reports."""
-    trainer = Trainer(config(seed, source, overrides), RunDirectory(tmp_path / f"seed_{seed}"), show_progress=False)
-    summary = trainer.run()
-    (fold,) = trainer.data.folds
-    window = (fold.test.start, fold.test.stop)
-    assert summary["folds"][0]["test_window"] == list(window)
-    return trainer, summary, window
 
 
 @pytest.fixture(autouse=True)
@@ -138,63 +84,35 @@ def one_intra_op_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def assert_median_oracle_fraction(tmp_path: Path, source: str, oracle_of, fraction: float,
-                                  most_losers: int | None = MOST_LOSERS, seeds: Sequence[int] = SEEDS,
-                                  overrides: Sequence[str] = ()) -> None:
-    """The median agent/oracle over ``seeds`` reaches ``fraction``, and (unless ``most_losers`` is None) at most
-    ``most_losers`` seeds end without a profit out of sample."""
-    ratios, lines = [], []
-    for seed in seeds:
-        trainer, summary, window = trained(seed, source, tmp_path, overrides)
-        oracle = oracle_of(trainer, window)
-        agent = summary["overall"]["agent"]["sharpe"]
-        assert oracle > 1.5  # the signal pays on these bars, so the bar below means something
-        ratios.append(agent / oracle)
-        lines.append(f"seed {seed}: agent {agent:.2f}, oracle {oracle:.2f}, ratio {agent / oracle:.2f}")
+def runs_of(check: Check, tmp_path: Path) -> tuple[list[CheckRun], str]:
+    """Every seed of ``check``, and one line per seed for the failure message."""
+    runs = [run_check(check, seed, tmp_path) for seed in check.seeds]
+    lines = [f"seed {run.seed}: agent {run.agent_sharpe:.2f}, "
+             + (f"oracle {run.oracle_sharpe:.2f}, ratio {run.value:.2f}" if run.oracle_sharpe is not None else
+                f"turnover {run.turnover:.0f} against the churner's {run.churner_turnover:.0f}") for run in runs]
+    return runs, "; ".join(lines)
+
+
+def assert_median_oracle_fraction(runs: Sequence[CheckRun], message: str, fraction: float,
+                                  most_losers: int | None = MOST_LOSERS) -> None:
+    """The median agent/oracle reaches ``fraction``, and (unless ``most_losers`` is None) at most ``most_losers``
+    seeds end without a profit out of sample."""
+    assert all(run.oracle_sharpe > 1.5 for run in runs), message  # the signal pays there: the bar means something
+    ratios = [run.value for run in runs]
     if most_losers is not None:
-        assert sum(ratio <= 0.0 for ratio in ratios) <= most_losers, "no profit out of sample: " + "; ".join(lines)
-    assert float(np.median(ratios)) >= fraction, "; ".join(lines)
+        assert sum(ratio <= 0.0 for ratio in ratios) <= most_losers, "no profit out of sample: " + message
+    assert float(np.median(ratios)) >= fraction, message
 
 
 def test_agent_reaches_half_the_oracle_sharpe_out_of_sample(tmp_path: Path) -> None:
-    assert_median_oracle_fraction(
-        tmp_path, "synthetic:planted?bars=2000", lambda trainer, window: oracle_sharpe_over(trainer.data.market, [window]),
-        FRACTION,
-    )
-
-
-def churner(trainer: Trainer, window: tuple[int, int]) -> BacktestResult:
-    """A policy that reverses a full position at every bar: the most a policy can trade."""
-    bars = {"seen": 0}
-
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        action = torch.zeros((1, Branch.size()), dtype=torch.int64)
-        action[0, Branch.DIRECTION] = Direction.LONG if bars["seen"] % 2 == 0 else Direction.SHORT
-        action[0, Branch.MAGNITUDE] = Magnitude.FULL
-        action[0, Branch.ORDER_TYPE] = OrderType.MARKET
-        action[0, Branch.URGENCY] = Urgency.NORMAL
-        bars["seen"] += 1
-        return action
-
-    market = trainer.data.market
-    return backtest(policy, market.ohlcv, trainer.features, market.instrument, trainer.config.env, window=window)
+    assert_median_oracle_fraction(*runs_of(CHECKS["planted"], tmp_path), FRACTION)
 
 
 def test_agent_finds_the_ar1_signal_out_of_sample(tmp_path: Path) -> None:
-    assert_median_oracle_fraction(
-        tmp_path, AR1_SOURCE,
-        lambda trainer, window: oracle_backtest(trainer.data.market, trainer.config.env, window).sharpe,
-        # seeds 2, 3 and 19 reach an eighth of the oracle or less (the docstring): the median is the bar
-        SIGNAL_FRACTION, most_losers=None, seeds=AR1_SEEDS, overrides=AR1_OVERRIDES,
-    )
+    # seeds 2, 3 and 19 reach an eighth of the oracle or less (the docstring): the median is the bar
+    assert_median_oracle_fraction(*runs_of(CHECKS["ar1"], tmp_path), SIGNAL_FRACTION, most_losers=None)
 
 
 def test_agent_leaves_a_random_walk_mostly_alone(tmp_path: Path) -> None:
-    fractions, lines = [], []
-    for seed in SEEDS:
-        trainer, summary, window = trained(seed, "synthetic:randomwalk?bars=2000", tmp_path)
-        most = churner(trainer, window).turnover
-        agent = summary["overall"]["agent"]["turnover"]
-        fractions.append(agent / most)
-        lines.append(f"seed {seed}: turnover {agent:.0f} against the churner's {most:.0f}")
-    assert float(np.median(fractions)) <= CHURN_FRACTION, "; ".join(lines)
+    runs, message = runs_of(CHECKS["randomwalk"], tmp_path)
+    assert float(np.median([run.value for run in runs])) <= CHURN_FRACTION, message
