@@ -44,6 +44,13 @@ def seed_range(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: seeds are N, FIRST-LAST or N,M,...") from None
 
 
+def positive(text: str) -> int:
+    """``--jobs``: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: runs at a time is a whole number of at least 1")
+    return int(text)
+
+
 def one_run(check: str, seed: int, overrides: list[str], root: str) -> CheckRun:
     """One seed in this process, as the test runs it: one torch thread, numba's pool at one thread."""
     import numba
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="N, FIRST-LAST or N,M,... (default: the check's own, as the test runs it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="a config override after the check's own (repeatable)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
+    parser.add_argument("--jobs", type=positive, default=1, help="runs at a time, each in its own process")
     parser.add_argument("--json", dest="json_out", type=Path, default=None,
                         help="keep every run here (rewritten as runs finish)")
     args = parser.parse_args(argv)

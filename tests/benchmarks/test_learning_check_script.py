@@ -29,6 +29,14 @@ def test_seeds_are_one_a_range_or_a_list() -> None:
             script.seed_range(bad)
 
 
+def test_runs_at_a_time_are_at_least_one() -> None:
+    script = load_script("learning_check")
+    assert script.positive("3") == 3
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
+            script.positive(bad)
+
+
 def run_script(*argv: str) -> str:
     """The script's table (stdout); fails the test with its stderr if it exits non-zero."""
     done = subprocess.run([sys.executable, str(BENCHMARKS / "learning_check.py"), *argv], capture_output=True,

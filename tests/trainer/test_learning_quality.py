@@ -33,8 +33,9 @@ regresses. The CPU path is bit-reproducible, so a given commit always gives the 
 another CPU model rounds the sums differently, and a short run carries that far (docs/learner.md has earlier
 measurements of the earlier 600-bar AR(1) check, with the float64 step and without the execution credit).
 
-The config names its fold layout (rolling: 1 150 training bars), its feature set (`ohlcv`, the twenty inputs), its
-learning rate (3e-4), batch (128) and ε decay (0.5), and turns the replay's mirror off, because the figures above
+The config (`foxhunt.testing.learning_check.SHORT_RUN`) names its fold layout (rolling: 1 150 training bars), its
+feature set (`ohlcv`, the twenty inputs), its learning rate (3e-4), batch (128) and ε decay (0.5), and turns the
+replay's mirror off, because the figures above
 were measured that way (the CPU profile's values, docs/tune.md "The defaults study", are for the default 3 folds x
 4 epochs): the test guards the update path against regressions, at a config where one short run learns. This one
 short epoch under-trains rather than over-fits: smaller input sets do worse, and with the mirror on some seeds do
