@@ -39,9 +39,13 @@ def seed_range(text: str) -> list[int]:
             if last < first:
                 raise ValueError
             return list(range(first, last + 1))
-        return [int(part) for part in text.split(",")]
+        seeds = [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: seeds are N, FIRST-LAST or N,M,...") from None
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:  # two runs of one seed would share a run directory, and a paired comparison refuses the file
+        raise argparse.ArgumentTypeError(f"{text!r}: seed {repeated[0]} is named twice")
+    return seeds
 
 
 def positive(text: str) -> int:

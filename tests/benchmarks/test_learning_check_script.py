@@ -27,6 +27,8 @@ def test_seeds_are_one_a_range_or_a_list() -> None:
     for bad in ("5-2", "a", "1-", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="seeds are N, FIRST-LAST"):
             script.seed_range(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="seed 4 is named twice"):
+        script.seed_range("4,7,4")
 
 
 def test_runs_at_a_time_are_at_least_one() -> None:
