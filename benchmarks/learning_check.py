@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import logging
 import multiprocessing
 import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from foxhunt.testing.learning_check import CHECKS, CheckRun, run_check
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or loaded by a test
+from learning import write_results  # noqa: E402  (learning.py's file shape, so learning_compare.py reads both)
 
 
 def seed_range(text: str) -> list[int]:
@@ -93,14 +94,6 @@ def _quartile(values: list[float], which: int) -> float:
     return statistics.quantiles(values, n=4, method="inclusive")[which] if len(values) > 1 else values[0]
 
 
-def write(path: Path, settings: dict[str, Any], runs: list[CheckRun], planned: int) -> None:
-    """The runs so far in ``learning.py --json``'s shape, written beside ``path`` and renamed over it."""
-    partial = path.with_name(f".{path.name}.partial")
-    document = {"args": settings, "planned_runs": planned, "runs": [run.as_learning_run() for run in runs]}
-    partial.write_text(json.dumps(document, indent=1))
-    partial.replace(path)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", choices=sorted(CHECKS), default="ar1",
@@ -128,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
                 finished.append(run)
                 print(f"# [{len(finished)}/{len(seeds)}] seed {run.seed}: {row(run)}", file=sys.stderr, flush=True)
                 if args.json_out is not None:
-                    write(args.json_out, settings, sorted(finished, key=lambda run: run.seed), len(seeds))
+                    write_results(args.json_out, settings,
+                                  [run.as_learning_run() for run in sorted(finished, key=lambda run: run.seed)],
+                                  len(seeds))
     print("\n".join(table(args.check, finished)), flush=True)
 
 
