@@ -27,8 +27,15 @@ from foxhunt.learner.targets import Targets
 if TYPE_CHECKING:  # the learner imports this module to build its pieces
     from foxhunt.learner.learner import Learner
 
-__all__ = ["UpdatePieces", "EAGER_PIECES", "compiled_pieces", "sample_batch", "prepare_targets",
-           "functional_gradients", "record_step", "after_optimizer_step"]
+__all__ = ["UpdatePieces", "EAGER_PIECES", "REPRODUCIBLE_COMPILE", "compiled_pieces", "sample_batch",
+           "prepare_targets", "functional_gradients", "record_step", "after_optimizer_step"]
+
+# Inductor's options for every piece foxhunt compiles (the update's and collection's). By default inductor
+# times candidate kernels on the device (a reduction's block sizes, a padded or unpadded matmul) and keeps the
+# fastest; under another load on the GPU another candidate wins and adds in another order, and one seed trains
+# to a different policy (docs/gpu.md, "Reproducible compiled runs"). ``deterministic`` makes it choose without
+# timing; ``tests_gpu/test_compile_reproducible.py`` checks a run against one whose timings are inverted.
+REPRODUCIBLE_COMPILE: dict[str, Any] = {"deterministic": True}
 
 
 def sample_batch(learner: Learner, uniforms: torch.Tensor) -> Batch:
@@ -113,9 +120,11 @@ def compiled_pieces() -> UpdatePieces:
 
     On first use: torch.compile imports dynamo, which would double every ``foxhunt`` command's start-up.
     ``fullgraph``: a graph break would silently fall back to slow eager pieces; shapes are fixed for the run.
-    ``options``: the split-K pass for the weight-gradient GEMMs on CUDA (:mod:`foxhunt.learner.split_k`).
+    ``options``: kernels chosen without timing them (:data:`REPRODUCIBLE_COMPILE`) and the split-K pass for the
+    weight-gradient GEMMs on CUDA (:mod:`foxhunt.learner.split_k`).
     """
     from foxhunt.learner import split_k  # imports inductor: on first use only, as torch.compile does
 
-    return UpdatePieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=split_k.COMPILE_OPTIONS)
+    options = {**REPRODUCIBLE_COMPILE, **split_k.COMPILE_OPTIONS}
+    return UpdatePieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=options)
                           for piece in _PIECE_FUNCTIONS))

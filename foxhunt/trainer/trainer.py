@@ -36,6 +36,7 @@ from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.learner.execution_credit import EXECUTION_BRANCHES
+from foxhunt.learner.update_pieces import REPRODUCIBLE_COMPILE
 from foxhunt.env.run_kernel import env_step_kernel, replaced_kernels
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
@@ -653,5 +654,7 @@ _EAGER_COLLECT_PIECES = _CollectPieces(_act, _store)
 
 @functools.cache
 def _compiled_collect_pieces() -> _CollectPieces:
-    # made on first use (dynamo's import is slow); fullgraph: a graph break must fail, not fall back to eager
-    return _CollectPieces(*(torch.compile(piece, fullgraph=True, dynamic=False) for piece in (_act, _store)))
+    # made on first use (dynamo's import is slow); fullgraph: a graph break must fail, not fall back to eager;
+    # options: kernels chosen without timing them, so the same seed collects the same transitions under any load
+    return _CollectPieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=REPRODUCIBLE_COMPILE)
+                            for piece in (_act, _store)))
