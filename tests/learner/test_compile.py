@@ -68,3 +68,18 @@ def test_compiled_updates_with_atoms_centred_on_the_iql_value_head_match_eager(m
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     for name in ("loss.iql", "loss.c51", "grad_norm.iql", "popart.mu"):
         torch.testing.assert_close(eager.metrics()[name], compiled.metrics()[name], rtol=1e-4, atol=1e-6)
+
+
+def test_every_compiled_piece_chooses_its_kernels_without_timing_them(monkeypatch) -> None:
+    """Inductor's timed choices made one GPU seed train differently under another load (docs/gpu.md,
+    "Reproducible compiled runs"); tests_gpu/test_compile_reproducible.py checks the effect on a GPU, this
+    that neither the update's pieces nor collection's leave the option out."""
+    from foxhunt.learner import update_pieces
+    from foxhunt.trainer import trainer
+
+    options = []
+    monkeypatch.setattr(torch, "compile", lambda piece, **kwargs: options.append(kwargs.get("options", {})) or piece)
+    update_pieces.compiled_pieces.__wrapped__()
+    trainer._compiled_collect_pieces.__wrapped__()
+    assert len(options) == PIECES + 2  # the update's five pieces, collection's act and store
+    assert all(option.get("deterministic") is True for option in options)
