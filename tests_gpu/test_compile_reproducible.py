@@ -43,22 +43,24 @@ RUN = [
 
 
 def _start(root: Path, timings: str) -> tuple[subprocess.Popen, Path]:
-    """`foxhunt train` in its own process, compiling from an empty inductor cache under ``root``."""
-    out = root / "run"
+    """`foxhunt train` in its own process, compiling from an empty inductor cache under ``root``; its stderr goes
+    to ``root/stderr.txt`` (a pipe left unread while the other run finishes could fill and stall it)."""
+    root.mkdir(parents=True)
     environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
                    "TORCHINDUCTOR_DISTORT_BENCHMARKING_RESULT": timings}
-    command = [sys.executable, "-m", "foxhunt.cli.main", "train", *RUN, "--out", str(out)]
-    return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+    command = [sys.executable, "-m", "foxhunt.cli.main", "train", *RUN, "--out", str(root / "run")]
+    with open(root / "stderr.txt", "w") as stderr:
+        return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=stderr), root
 
 
 def test_inverted_kernel_timings_train_the_same_policy(tmp_path) -> None:
     if not torch.cuda.is_available():
         raise RuntimeError("tests_gpu needs an NVIDIA GPU; run it on the device machine")
     runs = [_start(tmp_path / name, timings) for name, timings in (("measured", ""), ("inverted", "inverse"))]
-    for process, _ in runs:
-        _, stderr = process.communicate(timeout=900)
-        assert process.returncode == 0, stderr[-4000:]
-    (_, measured), (_, inverted) = runs
+    for process, root in runs:
+        process.wait(timeout=900)
+        assert process.returncode == 0, (root / "stderr.txt").read_text()[-4000:]
+    measured, inverted = (root / "run" for _, root in runs)
     summaries = [json.loads((out / "summary.json").read_text())["overall"]["agent"] for out in (measured, inverted)]
     assert summaries[0] == summaries[1]
     policies = [(out / "checkpoints" / "fold_0" / TENSORS_FILE).read_bytes() for out in (measured, inverted)]
