@@ -333,6 +333,24 @@ def _report(variant: str | None, run: dict[str, Any], done: int, total: int) -> 
           f"{ratio}, {run['agent']['round_trips']} round trips, {run['wall_s']:.0f} s", file=sys.stderr, flush=True)
 
 
+def machine() -> str:
+    """The host the runs train on: its CPU model, the GPU torch sees (if any) and torch's version. Recorded in
+    the results file, because one seed's run differs from machine to machine (another CPU or GPU rounds
+    differently), so `learning_compare.py` says when it pairs runs of two machines."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
+    except OSError:
+        pass  # not Linux: platform's name stands
+    gpu = [torch.cuda.get_device_name(0)] if torch.cuda.is_available() else []
+    return "; ".join([cpu, *gpu, f"torch {torch.__version__}"])
+
+
 def write_results(path: Path, settings: dict[str, Any], runs: list[dict[str, Any]], planned: int) -> None:
     """``runs`` so far, with the command's settings, to ``path``: written beside it and renamed over it, so a
     reader (or a benchmark killed mid-write) never sees half a file."""
@@ -367,7 +385,8 @@ def main() -> None:
     labelled = [(variant, (name, seed, args.device, [*overrides, *extra], args.threads))
                 for variant, extra in variants.items() for name in names for seed in seeds]
     jobs = [job for _, job in labelled]
-    settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides}
+    settings = {**vars(args), "json_out": str(args.json_out), "seeds": list(seeds), "overrides": overrides,
+                "machine": machine()}
     finished: list[dict[str, Any]] = []
 
     def record(variant: str | None, run: dict[str, Any]) -> dict[str, Any]:

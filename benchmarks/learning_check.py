@@ -29,7 +29,7 @@ from pathlib import Path
 from foxhunt.testing.learning_check import CHECKS, CheckRun, run_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or loaded by a test
-from learning import write_results  # noqa: E402  (learning.py's file shape, so learning_compare.py reads both)
+from learning import machine, write_results  # noqa: E402  (learning.py's file shape, so learning_compare.py reads both)
 
 
 def seed_range(text: str) -> list[int]:
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="keep every run here (rewritten as runs finish)")
     args = parser.parse_args(argv)
     seeds = args.seeds if args.seeds is not None else list(CHECKS[args.check].seeds)
-    settings = {"check": args.check, "seeds": seeds, "overrides": args.overrides, "jobs": args.jobs}
+    settings = {"check": args.check, "seeds": seeds, "overrides": args.overrides, "jobs": args.jobs,
+                "machine": machine()}
     print(f"# {len(seeds)} runs of the {args.check} check, {args.jobs} at a time; overrides: "
           f"{args.overrides or 'none'}", file=sys.stderr, flush=True)
     finished: list[CheckRun] = []

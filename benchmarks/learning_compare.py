@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,11 @@ def load_runs(paths: list[Path], variant: str | None = None) -> dict[tuple[str, 
     if not runs:
         raise SystemExit(f"no runs in {', '.join(map(str, paths))}" + (f" for variant {variant!r}" if variant else ""))
     return runs
+
+
+def machines_of(paths: list[Path]) -> set[str]:
+    """The machines ``paths`` were run on, as ``learning.py`` records them ("not recorded" for a file without)."""
+    return {json.loads(path.read_text()).get("args", {}).get("machine", "not recorded") for path in paths}
 
 
 def sign_test(ahead: int, behind: int) -> float:
@@ -131,6 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     rows = compare(load_runs(args.base, args.base_variant), load_runs(args.candidate, args.candidate_variant))
     if not rows:
         raise SystemExit("the two sides share no (dataset, seed) pair")
+    base_machines, candidate_machines = machines_of(args.base), machines_of(args.candidate)
+    if base_machines != candidate_machines:
+        print(f"warning: the base ran on {' | '.join(sorted(base_machines))}, the candidate on "
+              f"{' | '.join(sorted(candidate_machines))}: one seed trains differently on another machine, so each "
+              "difference below holds that too", file=sys.stderr)
     digits = {"agent/oracle": 2, "round trips": 0, "agent Sharpe": 2}
     # a value's format per measure; a count is never negative, so round trips carry no sign
     value_format = {measure: f"{'' if measure == 'round trips' else '+'}.{d}f" for measure, d in digits.items()}

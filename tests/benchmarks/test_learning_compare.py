@@ -30,8 +30,8 @@ def run(dataset: str, seed: int, sharpe: float, oracle: float | None, round_trip
     return record if variant is None else {**record, "variant": variant}
 
 
-def write(path: Path, runs: list[dict]) -> Path:
-    path.write_text(json.dumps({"args": {}, "runs": runs}))
+def write(path: Path, runs: list[dict], machine: str | None = None) -> Path:
+    path.write_text(json.dumps({"args": {} if machine is None else {"machine": machine}, "runs": runs}))
     return path
 
 
@@ -137,3 +137,36 @@ def test_per_seed_lists_each_pair_in_seed_order(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, str(SCRIPT), "--base", str(base), "--candidate", str(candidate)],
                            capture_output=True, text=True, check=True)
     assert "per seed" not in plain.stdout
+
+
+def test_runs_of_two_machines_are_paired_with_a_warning_naming_both(tmp_path: Path) -> None:
+    runs = [run("trend", s, 1.0, 2.0) for s in (13, 14)]
+    base = write(tmp_path / "base.json", runs, "AMD EPYC; torch 2.13.0+cpu")
+    same = write(tmp_path / "same.json", runs, "AMD EPYC; torch 2.13.0+cpu")
+    other = write(tmp_path / "other.json", runs, "Intel Xeon; NVIDIA H100 80GB HBM3; torch 2.11.0")
+    quiet = subprocess.run([sys.executable, str(SCRIPT), "--base", str(base), "--candidate", str(same)],
+                           capture_output=True, text=True, check=True)
+    assert quiet.stderr == ""
+    warned = subprocess.run([sys.executable, str(SCRIPT), "--base", str(base), "--candidate", str(other)],
+                            capture_output=True, text=True, check=True)
+    assert warned.stderr.startswith("warning: the base ran on AMD EPYC; torch 2.13.0+cpu, the candidate on "
+                                    "Intel Xeon; NVIDIA H100 80GB HBM3; torch 2.11.0:")
+    assert warned.stdout == quiet.stdout  # the table itself is the same
+    unrecorded = write(tmp_path / "old.json", runs)
+    older = subprocess.run([sys.executable, str(SCRIPT), "--base", str(unrecorded), "--candidate", str(same)],
+                           capture_output=True, text=True, check=True)
+    assert "the base ran on not recorded" in older.stderr
+
+
+def test_learning_records_the_machine_it_ran_on() -> None:
+    import torch
+
+    parts = load_script("learning").machine().split("; ")
+    assert parts[-1] == f"torch {torch.__version__}"
+    assert len(parts) == (3 if torch.cuda.is_available() else 2)  # CPU, [the GPU torch sees,] torch
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+              if line.startswith("model name")] if cpuinfo.exists() else []
+    if models:  # Linux names its CPU model there, and that is the name recorded
+        assert parts[0] == models[0]
+    assert parts[0]
