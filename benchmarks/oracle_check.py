@@ -101,7 +101,8 @@ def grid_table(result: dict[str, Any]) -> list[str]:
              "|---:|---|" + "---:|" * len(ORDERS)]
     for row in result["rows"]:
         mark = "*" if (row["k"], row["band"]) == result["oracle"] else ""
-        lines.append(f"| {row['k']:g}{mark} | {row['band']} | " + " | ".join(f"{s:+.2f}" for s in row["sharpes"]) + " |")
+        cells = " | ".join(f"{sharpe:+.2f}" for sharpe in row["sharpes"])
+        lines.append(f"| {row['k']:g}{mark} | {row['band']} | {cells} |")
     return lines
 
 
@@ -114,8 +115,8 @@ def summary_table(results: dict[str, dict[str, Any]]) -> list[str]:
         limit_label, limit_sharpe = best(result["rows"], range(1, len(ORDERS)))
         top = max(market_sharpe, limit_sharpe)
         ratio = f"{top / result['oracle_sharpe']:.2f}" if result["oracle_sharpe"] > 0 else "-"
-        lines.append(f"| {name} | {k:g}, {band} | {result['oracle_sharpe']:+.2f} | {market_label}: {market_sharpe:+.2f} | "
-                     f"{limit_label}: {limit_sharpe:+.2f} | {ratio} |")
+        lines.append(f"| {name} | {k:g}, {band} | {result['oracle_sharpe']:+.2f} | "
+                     f"{market_label}: {market_sharpe:+.2f} | {limit_label}: {limit_sharpe:+.2f} | {ratio} |")
     return lines
 
 
