@@ -655,6 +655,6 @@ _EAGER_COLLECT_PIECES = _CollectPieces(_act, _store)
 @functools.cache
 def _compiled_collect_pieces() -> _CollectPieces:
     # made on first use (dynamo's import is slow); fullgraph: a graph break must fail, not fall back to eager;
-    # options: kernels chosen without timing them, so the same seed collects the same transitions under any load
+    # options: kernels chosen without timing them, so a busier GPU does not change what one seed collects
     return _CollectPieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=REPRODUCIBLE_COMPILE)
                             for piece in (_act, _store)))
