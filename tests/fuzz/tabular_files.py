@@ -19,7 +19,6 @@ import io
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fuzz_inputs import Bars, bars, byte_damage, damage, encodings
 from hypothesis import assume
@@ -227,10 +226,11 @@ def mutate_table(names: list[str], columns: list[pa.Array], mutations: list[tupl
         width, height = len(columns), len(columns[0])
         if kind == "null" and height:
             c, r = args[1] % width, args[0] % height
-            mask = pa.array(np.arange(height) == r)
-            # a null array, not pa.scalar(None, type): pyarrow cannot build a null scalar of every type
-            # (dictionary<decimal128> raised ArrowNotImplementedError while generating a case)
-            columns[c] = pc.if_else(mask, pa.nulls(height, columns[c].type), columns[c])
+            # a take with a null index puts a null at row r in a column of any type; pyarrow cannot build a null
+            # scalar of every type (dictionary<decimal128>) nor if_else over every one (dictionary<halffloat>
+            # raised ArrowNotImplementedError while generating a case)
+            rows = pa.array([None if i == r else i for i in range(height)], type=pa.int64())
+            columns[c] = columns[c].take(rows)
         elif kind == "value" and height and (pa.types.is_floating(columns[args[1] % width].type)):
             c, r = args[1] % width, args[0] % height
             values = columns[c].to_numpy(zero_copy_only=False).astype(np.float64)
