@@ -7,7 +7,7 @@ The oracle (``foxhunt.env.oracle``) picks its threshold ``k`` and band on a unit
 calibration path, and sends FULL PASSIVE market orders. The agent trades through the environment, which also
 takes limit orders and caps positions (Kelly, margin). This script draws one market of each model from a seed
 of its own (neither the calibration path nor an evaluated market) and backtests every (k, band) of the grid
-through :func:`foxhunt.env.backtest.backtest` four ways: market orders at PASSIVE urgency where the target
+through :func:`foxhunt.env.oracle.actions_backtest` four ways: market orders at PASSIVE urgency where the target
 changes (the oracle's own orders: its row reproduces ``oracle_backtest``), and limit orders at each urgency,
 re-posted every bar until the target is reached. It prints each model's grid, then per model the oracle's
 Sharpe beside the best market-order and the best limit-order policy of the grid: how far agent/oracle can
@@ -27,9 +27,9 @@ import torch
 from foxhunt.actions import Branch, Direction, Magnitude, OrderType, Urgency
 from foxhunt.data import LEARNING_SUITE
 from foxhunt.data.synthetic import conditional_mean, generate, spec_of
-from foxhunt.env.backtest import backtest
 from foxhunt.env.config import EnvConfig
-from foxhunt.env.oracle import BANDS, oracle_orders, oracle_policy, relative_cost, threshold_targets
+from foxhunt.env.oracle import (BANDS, actions_backtest, oracle_orders, oracle_policy, relative_cost,
+                                threshold_targets)
 
 ORDERS = (("market PASSIVE", OrderType.MARKET, Urgency.PASSIVE), ("limit PASSIVE", OrderType.LIMIT, Urgency.PASSIVE),
           ("limit NORMAL", OrderType.LIMIT, Urgency.NORMAL), ("limit AGGRESSIVE", OrderType.LIMIT, Urgency.AGGRESSIVE))
@@ -47,17 +47,6 @@ def limit_orders(targets: np.ndarray, urgency: Urgency) -> torch.Tensor:
     actions[:, Branch.ORDER_TYPE] = OrderType.LIMIT
     actions[:, Branch.URGENCY] = urgency
     return actions
-
-
-def replay_sharpe(market: Any, config: EnvConfig, actions: torch.Tensor) -> float:
-    """Annualised Sharpe of ``actions`` (one row per bar) backtested over the whole market."""
-    bar = iter(range(len(actions)))
-
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return actions[next(bar)].reshape(1, Branch.size())
-
-    features = np.zeros((len(market), 0), dtype=np.float32)
-    return backtest(policy, market.ohlcv, features, market.instrument, config).sharpe
 
 
 def drawn_source(name: str, bars: int, seed: int) -> str:
@@ -78,8 +67,9 @@ def check_model(source: str, config: EnvConfig, thresholds: tuple[float, ...]) -
     for k in grid:
         for band in BANDS:
             targets = threshold_targets(mean, cost, k, band == "hold", 0.0)
-            sharpes = [replay_sharpe(market, config, oracle_orders(targets) if kind == OrderType.MARKET
-                                     else limit_orders(targets, urgency)) for _, kind, urgency in ORDERS]
+            sharpes = [actions_backtest(market, oracle_orders(targets) if kind == OrderType.MARKET
+                                        else limit_orders(targets, urgency), config).sharpe
+                       for _, kind, urgency in ORDERS]
             rows.append({"k": k, "band": band, "sharpes": sharpes})
             print(f"# {source}: k={k:g} {band} done", file=sys.stderr, flush=True)
     oracle = next(row for row in rows if row["k"] == chosen.threshold and row["band"] == chosen.band)

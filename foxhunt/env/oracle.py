@@ -48,6 +48,7 @@ __all__ = [
     "oracle_targets",
     "oracle_orders",
     "oracle_backtest",
+    "actions_backtest",
 ]
 
 BANDS = ("hold", "flat")
@@ -194,10 +195,26 @@ def oracle_backtest(
     config = EnvConfig() if config is None else config
     start, stop = _window(market, window)
     actions = oracle_orders(oracle_targets(market, config, (start, stop)))
+    return actions_backtest(market, actions, config, (start, stop), device=device)
+
+
+def actions_backtest(
+    market: MarketData,
+    actions: torch.Tensor,
+    config: EnvConfig,
+    window: tuple[int, int] | None = None,
+    *,
+    device: torch.device | str = "cpu",
+) -> BacktestResult:
+    """Backtest fixed ``actions`` (``[bars of window, Branch]``, one row per bar from ``window[0]``) over ``window``
+    (default: the whole market) through the environment's physics: a policy that reads its model, not features."""
+    start, stop = _window(market, window)
+    if len(actions) != stop - start:
+        raise ValueError(f"{len(actions)} rows of actions for the window's {stop - start} bars")
     bar = iter(range(stop - start))
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return actions[next(bar)].reshape(1, Branch.size())
 
-    features = np.zeros((len(market), 0), dtype=np.float32)  # the oracle reads its model, not the features
+    features = np.zeros((len(market), 0), dtype=np.float32)
     return backtest(policy, market.ohlcv, features, market.instrument, config, window=(start, stop), device=device)

@@ -124,3 +124,15 @@ def test_every_suite_signal_market_has_a_profitable_oracle_and_the_random_walk_n
             assert policy.calibration_sharpe == 0.0
         else:
             assert policy.calibration_sharpe > 4.0, (name, policy)  # clear of a 1,500-bar window's sampling error
+
+
+def test_actions_backtest_replays_the_oracle_and_refuses_rows_that_miss_the_window() -> None:
+    from foxhunt.env.oracle import actions_backtest
+
+    market = load("synthetic:ar1?phi=0.2&bars=600&seed=4")
+    config = EnvConfig()
+    window = (100, 400)
+    actions = oracle_orders(oracle_targets(market, config, window))
+    assert actions_backtest(market, actions, config, window).sharpe == oracle_backtest(market, config, window).sharpe
+    with pytest.raises(ValueError, match="299 rows of actions for the window's 300 bars"):
+        actions_backtest(market, actions[:-1], config, window)
