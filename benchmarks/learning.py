@@ -4,6 +4,7 @@
     python benchmarks/learning.py --jobs 2                 # two seeds at a time, in separate processes
     python benchmarks/learning.py --quick                  # smoke run: 2 seeds, 1 fold, 1 short epoch
     python benchmarks/learning.py --device cuda --datasets ar1-medium randomwalk --json runs.json
+    python benchmarks/learning.py --table a.json b.json    # one table of runs already made, joined; trains nothing
     python benchmarks/learning.py --ablation combiners     # one row per gradient combiner and dataset
     python benchmarks/learning.py --ablation recovery      # plateau recovery off against on
     python benchmarks/learning.py --ablation popart        # PopArt's moments against its robust quartiles
@@ -20,7 +21,8 @@ run's ``summary.json``. Per dataset it prints one row: the agent's Sharpe after
 costs over the reported windows (median and interquartile range over seeds), the
 oracle's Sharpe on exactly those windows (synthetic markets: the calibrated
 threshold policy of ``foxhunt.env.oracle`` run through the same env physics and
-EnvConfig), agent/oracle, buy-and-hold, round trips, turnover and wall time. A
+EnvConfig), agent/oracle, buy-and-hold, round trips, the folds whose test window had no round trip (over
+every seed: on a signal market, a collapse to no trade or to a position never closed), turnover and wall time. A
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
 ``--json`` keeps every run's overall figures and, per fold, every epoch's validation Sharpe, the selected
@@ -298,8 +300,8 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
     lines = [
         ("| variant " if ablation else "")
         + "| dataset | seeds | agent Sharpe, median [IQR] | oracle Sharpe | agent/oracle, median [IQR] | buy & hold Sharpe | "
-        "agent > B&H | round trips, median [IQR] | turnover, median [IQR] | wall s/run |",
-        ("|---" if ablation else "") + "|---|---|---|---|---|---|---|---|---|---|",
+        "agent > B&H | round trips, median [IQR] | folds with no round trip | turnover, median [IQR] | wall s/run |",
+        ("|---" if ablation else "") + "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for variant, name in dict.fromkeys((run.get("variant"), run["dataset"]) for run in runs):
         rows = [run for run in runs if run["dataset"] == name and run.get("variant") == variant]
@@ -314,9 +316,14 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
         else:
             ratio_cell = _median_iqr(ratios) + (f" ({len(ratios)}/{len(rows)} seeds)" if oracles and len(ratios) < len(rows) else "")
         beats = sum(a > h for a, h in zip(agent, hold))
+        # A test window the selected policy never closed a position on: on a signal market that is the collapse
+        # issue 12 counts (no trade, or a position never closed); on the random walk it is the right answer.
+        folds = [fold for run in rows for fold in run.get("folds", [])]  # learning_check.py's runs keep none
+        idle = f"{sum(fold['test']['round_trips'] == 0 for fold in folds)}/{len(folds)}" if folds else "-"
         lines.append(
             (f"| {variant} " if ablation else "") + f"| {name} | {len(rows)} | {_median_iqr(agent)} | {oracle_cell} | {ratio_cell} | {statistics.median(hold):+.2f} | "
             f"{beats}/{len(rows)} | {_median_iqr([run['agent']['round_trips'] for run in rows], 0, False)} | "
+            f"{idle} | "
             f"{_median_iqr([run['agent']['turnover'] for run in rows], 1, False)} | "
             f"{statistics.median(run['wall_s'] for run in rows):.0f} |"
         )
@@ -351,6 +358,32 @@ def machine() -> str:
     return "; ".join([cpu, *gpu, f"torch {torch.__version__}"])
 
 
+def runs_of_files(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every run of ``paths`` (``--json`` files, e.g. two processes' seeds of one command), in file order.
+
+    Refuses a run two files share (the same variant, dataset and seed): a table that counted it twice would
+    look like one more seed. Warns on stderr when the files ran on different machines."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or by a test
+    from learning_compare import machines_of, read_results
+
+    runs: list[dict[str, Any]] = []
+    origin: dict[tuple[Any, ...], Path] = {}
+    for path in paths:
+        for index, run in enumerate(read_results(path)["runs"]):
+            key = (run.get("variant"), run["dataset"], int(run["seed"]))
+            if key in origin:
+                raise SystemExit(f"{path}: run {index} repeats dataset {key[1]!r} seed {key[2]}"
+                                 + (f" of variant {key[0]!r}" if key[0] is not None else "")
+                                 + f", already read from {origin[key]}")
+            origin[key] = path
+            runs.append(run)
+    machines = machines_of(paths)
+    if len(machines) > 1:
+        print(f"warning: these runs come from {len(machines)} machines ({' | '.join(sorted(machines))}): one seed "
+              "trains differently on another machine", file=sys.stderr)
+    return runs
+
+
 def write_results(path: Path, settings: dict[str, Any], runs: list[dict[str, Any]], planned: int) -> None:
     """``runs`` so far, with the command's settings, to ``path``: written beside it and renamed over it, so a
     reader (or a benchmark killed mid-write) never sees half a file."""
@@ -376,7 +409,13 @@ def main() -> None:
                         "reads them)")
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None,
                         help="run every variant of one mechanism (after the --set overrides), one row per variant")
+    parser.add_argument("--table", nargs="+", type=Path, default=None, metavar="RESULTS",
+                        help="train nothing: print the table of the runs in these --json files, joined (two "
+                        "processes' seeds of one command, or an older file read with today's columns)")
     args = parser.parse_args()
+    if args.table:
+        print("\n".join(table_rows(runs_of_files(args.table))))
+        return
     names = args.datasets or DEFAULT_DATASETS
     count = args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else DEFAULT_SEEDS
     seeds = range(args.first_seed, args.first_seed + count)

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["measure_of", "load_runs", "sign_test", "compare", "main"]
+__all__ = ["measure_of", "read_results", "load_runs", "sign_test", "compare", "main"]
 
 
 def measure_of(run: dict[str, Any]) -> tuple[str, float, bool]:
@@ -43,19 +43,24 @@ def measure_of(run: dict[str, Any]) -> tuple[str, float, bool]:
     return "agent Sharpe", run["agent"]["sharpe"], True
 
 
+def read_results(path: Path) -> dict[str, Any]:
+    """One ``learning.py --json`` file's document; a file that is not one exits naming it."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"{path}: not a learning.py --json file ({error})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("runs"), list):
+        raise SystemExit(f"{path}: no 'runs' list: not a learning.py --json file")
+    return document
+
+
 def load_runs(paths: list[Path], variant: str | None = None) -> dict[tuple[str, int], dict[str, Any]]:
     """The runs of ``paths`` (``learning.py --json`` files) keyed by ``(dataset, seed)``; with ``variant``, only
     that ablation variant's. Refuses a key that two runs share: which of them to pair would be a guess."""
     runs: dict[tuple[str, int], dict[str, Any]] = {}
     origin: dict[tuple[str, int], str] = {}
     for path in paths:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise SystemExit(f"{path}: not a learning.py --json file ({error})") from None
-        if not isinstance(document, dict) or not isinstance(document.get("runs"), list):
-            raise SystemExit(f"{path}: no 'runs' list: not a learning.py --json file")
-        for index, run in enumerate(document["runs"]):
+        for index, run in enumerate(read_results(path)["runs"]):
             if variant is not None and run.get("variant") != variant:
                 continue
             key = (run["dataset"], int(run["seed"]))
@@ -71,7 +76,7 @@ def load_runs(paths: list[Path], variant: str | None = None) -> dict[tuple[str, 
 
 def machines_of(paths: list[Path]) -> set[str]:
     """The machines ``paths`` were run on, as ``learning.py`` records them ("not recorded" for a file without)."""
-    return {json.loads(path.read_text()).get("args", {}).get("machine", "not recorded") for path in paths}
+    return {read_results(path).get("args", {}).get("machine", "not recorded") for path in paths}
 
 
 def sign_test(ahead: int, behind: int) -> float:

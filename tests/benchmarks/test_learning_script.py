@@ -16,7 +16,8 @@ from tests.benchmark_scripts import load_script
 def fake_run(name: str, seed: int, device: str, overrides: list[str], threads: int) -> dict:
     """A run record shaped as ``run_once`` returns it, without training: the writer is under test, not learning."""
     return {"dataset": name, "seed": seed, "agent": {"sharpe": 0.1 * seed, "round_trips": seed, "turnover": 1.0},
-            "buy_and_hold": {"sharpe": 0.0}, "oracle": {"sharpe": 1.0}, "wall_s": 0.0, "overrides": overrides}
+            "buy_and_hold": {"sharpe": 0.0}, "oracle": {"sharpe": 1.0}, "wall_s": 0.0, "overrides": overrides,
+            "folds": [{"fold": index, "test": {"round_trips": seed + index + 1}} for index in range(3)]}
 
 
 def run_main(module, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
@@ -65,3 +66,46 @@ def test_a_finished_ablation_lists_every_run_with_its_variant_in_command_order(
         assert run["overrides"] == ["train.epochs=2", *learning.ABLATIONS["recovery"][run["variant"]]]
     printed = capsys.readouterr().out
     assert all(f"| {variant} | meanrev | 2 |" in printed for variant in variants)
+
+
+def test_the_table_counts_test_folds_without_a_round_trip_over_every_seed() -> None:
+    learning = load_script("learning")
+    trend = [fake_run("trend", seed, "cpu", [], 1) for seed in (13, 14)]
+    trend[0]["folds"][0]["test"]["round_trips"] = 0  # seed 13's first fold never closed a position
+    trend[1]["folds"][2]["test"]["round_trips"] = 0
+    meanrev = [fake_run("meanrev", seed, "cpu", [], 1) for seed in (13, 14)]
+    header, _, trend_row, meanrev_row = learning.table_rows(trend + meanrev)
+    column = [cell.strip() for cell in header.split("|")].index("folds with no round trip")
+    assert [cell.strip() for cell in trend_row.split("|")][column] == "2/6"
+    assert [cell.strip() for cell in meanrev_row.split("|")][column] == "0/6"
+
+
+def write_file(path: Path, runs: list[dict], machine: str = "cpu A") -> Path:
+    path.write_text(json.dumps({"args": {"machine": machine}, "planned_runs": len(runs), "runs": runs}))
+    return path
+
+
+def test_table_joins_the_runs_of_several_files_and_trains_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    learning = load_script("learning")
+    monkeypatch.setattr(learning, "run_once", lambda *job: pytest.fail(f"--table trained {job}"))
+    first = write_file(tmp_path / "a.json", [fake_run("trend", seed, "cuda", [], 1) for seed in (38, 39)])
+    second = write_file(tmp_path / "b.json", [fake_run("trend", seed, "cuda", [], 1) for seed in (40, 41, 42)])
+    run_main(learning, monkeypatch, ["--table", str(first), str(second)])
+    captured = capsys.readouterr()
+    header, _, row = captured.out.splitlines()
+    assert row.startswith("| trend | 5 | +4.00 [+3.90, +4.10] |")  # the five seeds' Sharpes 3.8 .. 4.2
+    assert captured.err == ""  # one machine: nothing to warn about
+
+
+def test_table_refuses_a_seed_two_files_share_and_warns_across_machines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    learning = load_script("learning")
+    first = write_file(tmp_path / "a.json", [fake_run("meanrev", 13, "cpu", [], 1)])
+    again = write_file(tmp_path / "b.json", [fake_run("meanrev", seed, "cpu", [], 1) for seed in (14, 13)])
+    repeated = r"b\.json: run 1 repeats dataset 'meanrev' seed 13, already read from .*a\.json"
+    with pytest.raises(SystemExit, match=repeated):
+        run_main(learning, monkeypatch, ["--table", str(first), str(again)])
+    other = write_file(tmp_path / "c.json", [fake_run("meanrev", 15, "cuda", [], 1)], machine="gpu B")
+    run_main(learning, monkeypatch, ["--table", str(first), str(other)])
+    assert "2 machines (cpu A | gpu B)" in capsys.readouterr().err
