@@ -592,6 +592,11 @@ class Trainer:
             averaged = self.backtests.agent(saved.act_values, self.features, (fold.validation.start, fold.validation.stop),
                                             self.device)
             best = {**best, "agent": evaluation.metrics_of(averaged), "equity": averaged.equity.tolist()}
+        if best["agent"]["fills"] == 0:
+            # A fold that never trades is silent otherwise: its test figures read 0.00, as a flat market's would.
+            log.warning("fold policy made no trade on validation", fold=fold.index, epoch=best["epoch"],
+                        meaning="its test window is held flat or nearly; where the market has a signal this is a "
+                        "collapse, most often in the first fold (docs/learner.md, 'The first fold on the GPU')")
         test_agent = self.backtests.agent(saved.act_values, self.features, test_window, self.device)
         test_baselines = self.backtests.baselines(self.features, test_window)
         test = {"agent": test_agent, **test_baselines}

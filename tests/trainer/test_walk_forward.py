@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 from trainer_testkit import TINY, TINY_DATA, StopAfter, read_summary
 
 from foxhunt.checkpoint_backtest import backtest_checkpoint
@@ -22,6 +23,7 @@ from foxhunt.env.backtest import equity_ratios
 from foxhunt.errors import CheckpointError
 from foxhunt.features import compute_features
 from foxhunt.folds import make_folds
+from foxhunt.testing.learning_check import CHECKS, run_check
 from foxhunt.trainer.evaluation import POLICIES, SUMMARY_KEYS, combine, overall
 from foxhunt.trainer.report import read_equity
 from foxhunt.trainer.resume import RESUME_NAME
@@ -151,3 +153,20 @@ def test_resume_refuses_finished_folds_recorded_without_a_test_window(tmp_path: 
     metadata_path.write_text(json.dumps(metadata), encoding="utf-8")
     with pytest.raises(CheckpointError, match="without a test window.*Start a new run"):
         Trainer(config, RunDirectory(path, resume=True), show_progress=False).run(resume_from=path)
+
+
+def warned_folds(logs: list[dict]) -> set[int]:
+    return {entry["fold"] for entry in logs if entry["event"] == "fold policy made no trade on validation"}
+
+
+def test_a_fold_whose_policy_never_trades_on_validation_is_warned_about(tmp_path: Path) -> None:
+    # The tiny run's folds make no trade (a dozen updates an epoch leave the agent holding); the planted market's
+    # short learning check trades (seed 2: 35 fills on its validation window).
+    with capture_logs() as logs:
+        Trainer(tiny_config(), RunDirectory(tmp_path / "tiny"), show_progress=False).run()
+    summary = read_summary(tmp_path / "tiny")
+    flat = {fold["fold"] for fold in summary["folds"] if fold["validation"]["agent"]["fills"] == 0}
+    assert flat and warned_folds(logs) == flat
+    with capture_logs() as logs:
+        run = run_check(CHECKS["planted"], 2, tmp_path / "planted")
+    assert run.round_trips > 0 and warned_folds(logs) == set()
