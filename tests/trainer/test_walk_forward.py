@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from structlog.testing import capture_logs
 from trainer_testkit import TINY, TINY_DATA, StopAfter, read_summary
 
@@ -161,12 +162,18 @@ def warned_folds(logs: list[dict]) -> set[int]:
 
 def test_a_fold_whose_policy_never_trades_on_validation_is_warned_about(tmp_path: Path) -> None:
     # The tiny run's folds make no trade (a dozen updates an epoch leave the agent holding); the planted market's
-    # short learning check trades (seed 2: 35 fills on its validation window).
+    # short learning check trades (seed 2, one torch thread as the learning-quality test runs it: 35 fills on its
+    # validation window).
     with capture_logs() as logs:
         Trainer(tiny_config(), RunDirectory(tmp_path / "tiny"), show_progress=False).run()
     summary = read_summary(tmp_path / "tiny")
     flat = {fold["fold"] for fold in summary["folds"] if fold["validation"]["agent"]["fills"] == 0}
     assert flat and warned_folds(logs) == flat
-    with capture_logs() as logs:
-        run = run_check(CHECKS["planted"], 2, tmp_path / "planted")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with capture_logs() as logs:
+            run = run_check(CHECKS["planted"], 2, tmp_path / "planted")
+    finally:
+        torch.set_num_threads(threads)
     assert run.round_trips > 0 and warned_folds(logs) == set()
