@@ -318,12 +318,12 @@ def table_rows(runs: list[dict[str, Any]]) -> list[str]:
         beats = sum(a > h for a, h in zip(agent, hold))
         # A test window the selected policy never closed a position on: on a signal market that is the collapse
         # issue 12 counts (no trade, or a position never closed); on the random walk it is the right answer.
-        folds = [fold for run in rows for fold in run.get("folds", [])]  # learning_check.py's runs keep none
-        idle = f"{sum(fold['test']['round_trips'] == 0 for fold in folds)}/{len(folds)}" if folds else "-"
+        folds = [fold for run in rows for fold in run["folds"]]
+        idle = sum(fold["test"]["round_trips"] == 0 for fold in folds)
         lines.append(
             (f"| {variant} " if ablation else "") + f"| {name} | {len(rows)} | {_median_iqr(agent)} | {oracle_cell} | {ratio_cell} | {statistics.median(hold):+.2f} | "
             f"{beats}/{len(rows)} | {_median_iqr([run['agent']['round_trips'] for run in rows], 0, False)} | "
-            f"{idle} | "
+            f"{idle}/{len(folds)} | "
             f"{_median_iqr([run['agent']['turnover'] for run in rows], 1, False)} | "
             f"{statistics.median(run['wall_s'] for run in rows):.0f} |"
         )
@@ -362,14 +362,23 @@ def runs_of_files(paths: list[Path]) -> list[dict[str, Any]]:
     """Every run of ``paths`` (``--json`` files, e.g. two processes' seeds of one command), in file order.
 
     Refuses a run two files share (the same variant, dataset and seed): a table that counted it twice would
-    look like one more seed. Warns on stderr when the files ran on different machines."""
+    look like one more seed. Refuses a run without this script's per-fold records (``learning_check.py``'s runs
+    pair with ``learning_compare.py`` but have no folds or buy-and-hold to table). Warns on stderr when the files
+    ran on different machines."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script, run as a program or by a test
-    from learning_compare import machines_of, read_results
+    from learning_compare import machine_of, read_results
 
     runs: list[dict[str, Any]] = []
     origin: dict[tuple[Any, ...], Path] = {}
+    machines: set[str] = set()
     for path in paths:
-        for index, run in enumerate(read_results(path)["runs"]):
+        document = read_results(path)
+        machines.add(machine_of(document))
+        for index, run in enumerate(document["runs"]):
+            missing = [key for key in ("folds", "buy_and_hold") if key not in run]
+            if missing:
+                raise SystemExit(f"{path}: run {index} has no {' or '.join(missing)}: not a run of learning.py "
+                                 "(learning_check.py's files are read by learning_compare.py)")
             key = (run.get("variant"), run["dataset"], int(run["seed"]))
             if key in origin:
                 raise SystemExit(f"{path}: run {index} repeats dataset {key[1]!r} seed {key[2]}"
@@ -377,7 +386,6 @@ def runs_of_files(paths: list[Path]) -> list[dict[str, Any]]:
                                  + f", already read from {origin[key]}")
             origin[key] = path
             runs.append(run)
-    machines = machines_of(paths)
     if len(machines) > 1:
         print(f"warning: these runs come from {len(machines)} machines ({' | '.join(sorted(machines))}): one seed "
               "trains differently on another machine", file=sys.stderr)

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["measure_of", "read_results", "load_runs", "sign_test", "compare", "main"]
+__all__ = ["measure_of", "read_results", "machine_of", "load_runs", "sign_test", "compare", "main"]
 
 
 def measure_of(run: dict[str, Any]) -> tuple[str, float, bool]:
@@ -74,9 +74,14 @@ def load_runs(paths: list[Path], variant: str | None = None) -> dict[tuple[str, 
     return runs
 
 
+def machine_of(document: dict[str, Any]) -> str:
+    """The machine a results document was run on, as ``learning.py`` records it ("not recorded" in older files)."""
+    return document.get("args", {}).get("machine", "not recorded")
+
+
 def machines_of(paths: list[Path]) -> set[str]:
-    """The machines ``paths`` were run on, as ``learning.py`` records them ("not recorded" for a file without)."""
-    return {read_results(path).get("args", {}).get("machine", "not recorded") for path in paths}
+    """The machines ``paths`` were run on."""
+    return {machine_of(read_results(path)) for path in paths}
 
 
 def sign_test(ahead: int, behind: int) -> float:

@@ -109,3 +109,12 @@ def test_table_refuses_a_seed_two_files_share_and_warns_across_machines(
     other = write_file(tmp_path / "c.json", [fake_run("meanrev", 15, "cuda", [], 1)], machine="gpu B")
     run_main(learning, monkeypatch, ["--table", str(first), str(other)])
     assert "2 machines (cpu A | gpu B)" in capsys.readouterr().err
+
+
+def test_table_refuses_a_learning_check_file_naming_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    learning = load_script("learning")
+    check_run = {key: value for key, value in fake_run("ar1", 1, "cpu", [], 1).items()
+                 if key not in ("folds", "buy_and_hold")}  # the shape learning_check.py writes
+    path = write_file(tmp_path / "check.json", [check_run])
+    with pytest.raises(SystemExit, match=r"check\.json: run 0 has no folds or buy_and_hold: not a run of learning\.py"):
+        run_main(learning, monkeypatch, ["--table", str(path)])
