@@ -31,6 +31,7 @@ from foxhunt.env.vector import env_keys
 from foxhunt.learner.update_pieces import EAGER_PIECES
 from foxhunt.plugin.records import KernelPoint
 from foxhunt.trainer import trainer as trainer_module
+from foxhunt.trainer.collect_pieces import EAGER_COLLECT_PIECES
 from foxhunt.trainer.distributed import DEVICES_FILE, RankSync, backend_for, rank_seed
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.run_dir import RunDirectory
@@ -94,7 +95,7 @@ class DistributedTrainer(trainer_module.Trainer):
         if self.config.learner.compile or self.graphs.enabled:
             log.info("multi-device ranks run eager: learner.compile and run.cuda_graph are off in the ranks")
         self.learner.pieces = EAGER_PIECES
-        self.collect_pieces = trainer_module._EAGER_COLLECT_PIECES
+        self.collect_pieces = EAGER_COLLECT_PIECES
         self.graphs = StepGraphs(self._collect, self._update, enabled=False, update_generators=(self.learner.generator,))
         self.learner.gradient_sync = self.sync.gradients
         self.learner.popart.moments_sync = self.sync.moments

@@ -16,8 +16,6 @@ stop request (Ctrl-C, SIGTERM) is honoured at the next epoch boundary, and
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +34,6 @@ from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.learner.execution_credit import EXECUTION_BRANCHES
-from foxhunt.learner.update_pieces import REPRODUCIBLE_COMPILE
 from foxhunt.env.run_kernel import env_step_kernel, replaced_kernels
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
@@ -54,10 +51,11 @@ from foxhunt.plugin.host import PluginHost, config_feature_table
 from foxhunt.profiles import device_name
 from foxhunt.plugin.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
-from foxhunt.policy import MEMBERS_KEY
 from foxhunt.trainer import evaluation, resume, snapshots
 from foxhunt.trainer.band_watch import open_band_watch
+from foxhunt.trainer.collect_pieces import EAGER_COLLECT_PIECES, compiled_collect_pieces
 from foxhunt.trainer.fault_checks import StepFaultChecks
+from foxhunt.trainer.fold_result import fold_result
 from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.metrics_row import epoch_metrics_row
 from foxhunt.trainer.progress import RunProgress
@@ -253,7 +251,7 @@ class Trainer:
         self.plan = config.train.plan(config.env.n_envs)
         # [learner] compile also fuses collection's torch work (the C51 expectation over atoms, the hash RNG
         # of exploration, the replay insert): eager, it is hundreds of small kernels per vector step.
-        self.collect_pieces = _compiled_collect_pieces() if config.learner.compile else _EAGER_COLLECT_PIECES
+        self.collect_pieces = compiled_collect_pieces() if config.learner.compile else EAGER_COLLECT_PIECES
         self.fault_checks = StepFaultChecks(self.learner, self.isv, self.env_kernel.name, self.device)
         self.graphs = StepGraphs(
             self._collect, self._update, enabled=self.device.type == "cuda" and config.run.cuda_graph,
@@ -411,7 +409,7 @@ class Trainer:
             self._stop_out_of_band(fold.index, epoch, row, position)
             if self._stop_requested() and position.epoch < train.epochs:
                 return self._stopped(position)
-        position.results.append(self._fold_result(fold, position.best))
+        position.results.append(fold_result(self, fold, position.best))
         if train.policy_epochs > 1:
             snapshots.finish_fold(self, fold)
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
@@ -579,49 +577,6 @@ class Trainer:
         )
         return [snapshot.to_dict() for snapshot in snapshots]
 
-    def _fold_result(self, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
-        """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
-        validation figures it was selected by. Baselines are backtested on both windows. A checkpoint that
-        averages several epochs ([train] policy_epochs) is backtested on the validation window too: its
-        validation figures are the average's, not its best epoch's."""
-        market = self.data.market
-        test_window = (fold.test.start, fold.test.stop)
-        saved = resume.saved_policy(self, fold)  # the file, not the live learner: the test figure is the checkpoint's
-        epochs = [saved.metadata["epoch"], *(member["epoch"] for member in saved.metadata.get(MEMBERS_KEY, []))]
-        if saved.members:
-            averaged = self.backtests.agent(saved.act_values, self.features, (fold.validation.start, fold.validation.stop),
-                                            self.device)
-            best = {**best, "agent": evaluation.metrics_of(averaged), "equity": averaged.equity.tolist()}
-        if best["agent"]["fills"] == 0:
-            # A fold that never trades is silent otherwise: its test figures read 0.00, as a flat market's would.
-            log.warning("fold policy made no trade on validation", fold=fold.index, epoch=best["epoch"],
-                        meaning="its test window is held flat or nearly; where the market has a signal this is a "
-                        "collapse, most often in the first fold (docs/learner.md, 'The first fold on the GPU')")
-        test_agent = self.backtests.agent(saved.act_values, self.features, test_window, self.device)
-        test_baselines = self.backtests.baselines(self.features, test_window)
-        test = {"agent": test_agent, **test_baselines}
-        curves = {
-            "validation": {"agent": best["equity"], **{name: r.equity.tolist() for name, r in self.validation_baselines.items()}},
-            "test": {name: result.equity.tolist() for name, result in test.items()},
-        }
-        # equity[i] is the portfolio after bar window.start + i (equity[0]: the initial cash at the first bar)
-        for window, bars in (("test", fold.test), ("validation", fold.validation)):
-            timestamps = market.timestamps[bars.start : bars.stop].astype(str).tolist()
-            self.run_dir.write_equity(fold.index, timestamps[: len(curves[window]["agent"])], curves[window], window)
-        log.info("fold tested", best_epoch=best["epoch"], validation_sharpe=best["agent"]["sharpe"],
-                 test_sharpe=test["agent"].sharpe)
-        return {
-            "fold": fold.index,
-            "best_epoch": best["epoch"],
-            "policy_epochs": epochs,  # the epochs the fold's policy averages, best first (one without policy_epochs)
-            "train_window": [fold.train.start, fold.train.stop],
-            "validation_window": [fold.validation.start, fold.validation.stop],
-            "test_window": [fold.test.start, fold.test.stop],
-            "validation": {"agent": best["agent"], **{n: evaluation.metrics_of(r) for n, r in self.validation_baselines.items()}},
-            "test": {name: evaluation.metrics_of(result) for name, result in test.items()},
-            "curves": curves,
-        }
-
     def _summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         market, config = self.data.market, self.config
         return evaluation.run_summary(config.data.source, market.content_hash(), config.run.seed,
@@ -635,31 +590,3 @@ class Trainer:
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Copy :meth:`state_dict` output in place (kernels keep their addresses), every entry checked first."""
         load_in_place(self.state_dict(), state, "trainer state", "it was saved with another plugin set")
-
-
-# Collection's torch work as module-level functions of the trainer (the env step between them is a numba
-# kernel, which dynamo cannot trace). Module-level, so a second trainer of the same shape reuses the code.
-def _act(trainer: Trainer, obs: torch.Tensor) -> torch.Tensor:
-    return trainer._act(obs)
-
-
-def _store(trainer: Trainer, actions: torch.Tensor, reward: torch.Tensor, obs: torch.Tensor,
-           done: torch.Tensor) -> None:
-    trainer._store(actions, reward, obs, done)
-
-
-@dataclasses.dataclass(frozen=True)
-class _CollectPieces:
-    act: Any
-    store: Any
-
-
-_EAGER_COLLECT_PIECES = _CollectPieces(_act, _store)
-
-
-@functools.cache
-def _compiled_collect_pieces() -> _CollectPieces:
-    # made on first use (dynamo's import is slow); fullgraph: a graph break must fail, not fall back to eager;
-    # options: kernels chosen without timing them, so a busier GPU does not change what one seed collects
-    return _CollectPieces(*(torch.compile(piece, fullgraph=True, dynamic=False, options=REPRODUCIBLE_COMPILE)
-                            for piece in (_act, _store)))

@@ -75,11 +75,11 @@ def test_every_compiled_piece_chooses_its_kernels_without_timing_them(monkeypatc
     "Reproducible compiled runs"); tests_gpu/test_compile_reproducible.py checks the effect on a GPU, this
     that neither the update's pieces nor collection's leave the option out."""
     from foxhunt.learner import update_pieces
-    from foxhunt.trainer import trainer
+    from foxhunt.trainer import collect_pieces
 
     options = []
     monkeypatch.setattr(torch, "compile", lambda piece, **kwargs: options.append(kwargs.get("options", {})) or piece)
     update_pieces.compiled_pieces.__wrapped__()
-    trainer._compiled_collect_pieces.__wrapped__()
+    collect_pieces.compiled_collect_pieces.__wrapped__()
     assert len(options) == PIECES + 2  # the update's five pieces, collection's act and store
     assert all(option.get("deterministic") is True for option in options)
