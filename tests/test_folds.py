@@ -78,7 +78,7 @@ def test_the_default_layout_fits_both_bundled_datasets(name, feature_set):
 
 def test_a_run_on_too_short_data_names_the_feature_set_whose_warm_up_it_needs(tmp_path, monkeypatch):
     from foxhunt.config import load_config
-    from foxhunt.trainer.trainer import prepare_data
+    from foxhunt.trainer.run_data import prepare_data
 
     monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path))
     layout = ["folds.n_folds=2", "folds.train_bars=300", "folds.validation_bars=80", "folds.test_bars=80",
@@ -98,7 +98,7 @@ def test_a_run_on_too_short_data_names_the_feature_set_whose_warm_up_it_needs(tm
 
 def test_a_layout_no_built_in_set_fits_says_so(tmp_path, monkeypatch):
     from foxhunt.config import load_config
-    from foxhunt.trainer.trainer import prepare_data
+    from foxhunt.trainer.run_data import prepare_data
 
     monkeypatch.setenv("FOXHUNT_CACHE_DIR", str(tmp_path))
     layout = ["folds.n_folds=2", "folds.train_bars=700", "folds.validation_bars=80", "folds.test_bars=80",

@@ -4,8 +4,8 @@ A run's config says where the bars come from (``[data]``), which features are
 computed (``[features]``) and how the walk-forward folds lie (``[folds]``).
 :func:`prepare_market` loads the bars (or takes a :class:`MarketData`), computes
 the cached causal features and the folds with
-:func:`foxhunt.trainer.trainer.prepare_data`, normalises the features on the
-chosen fold's training bars with :func:`foxhunt.trainer.trainer.normalised_features`
+:func:`foxhunt.trainer.run_data.prepare_data`, normalises the features on the
+chosen fold's training bars with :func:`foxhunt.trainer.run_data.normalised_features`
 (warm-up rows zeroed), and picks the window episodes run in. The environment
 then sees exactly the observations ``foxhunt train`` gives its agent.
 """
@@ -22,7 +22,7 @@ from foxhunt.config import FoxhuntConfig, load_config
 from foxhunt.data.market import MarketData
 from foxhunt.features.normalize import Normalizer
 from foxhunt.folds import Fold
-from foxhunt.trainer.trainer import normalised_features, prepare_data
+from foxhunt.trainer.run_data import normalised_features, prepare_data
 
 __all__ = ["WINDOWS", "GymMarket", "resolve_config", "prepare_market"]
 

@@ -30,16 +30,14 @@ from foxhunt import contract
 from foxhunt.actions import branch_sizes
 from foxhunt.config import FoxhuntConfig, dump_config
 from foxhunt.plugin.core_declarations import PROGRESS
-from foxhunt.data import MarketData, load_from_config
 from foxhunt.monitoring.epoch_diagnostics import epoch_diagnostics
 from foxhunt.learner.exploration import BranchExplorer
 from foxhunt.learner.execution_credit import EXECUTION_BRANCHES
 from foxhunt.env.run_kernel import env_step_kernel, replaced_kernels
 from foxhunt.env.tables import PS
 from foxhunt.env.vector import VectorEnv
-from foxhunt.errors import BandStop, DataError, FoxhuntError, NumericalFault
-from foxhunt.features import FEATURE_SETS, FeatureMatrix, FeatureTable, Normalizer, compute_features
-from foxhunt.folds import Fold, FoldConfig, bars_needed, describe_folds, make_folds
+from foxhunt.errors import BandStop, FoxhuntError, NumericalFault
+from foxhunt.folds import Fold, describe_folds
 from foxhunt.plugin.foreign_writes import refuse_foreign_writes
 from foxhunt.isv import ISV
 from foxhunt.kernels.backend import concrete_device, resolve_backend
@@ -47,7 +45,7 @@ from foxhunt.kernels.context import KernelContext
 from foxhunt.learner import Learner
 from foxhunt.monitoring.metrics_export import MetricsEndpoint, MetricsExporter
 from foxhunt.monitoring.monitors import attach_monitors
-from foxhunt.plugin.host import PluginHost, config_feature_table
+from foxhunt.plugin.host import PluginHost
 from foxhunt.profiles import device_name
 from foxhunt.plugin.records import AugmentationFold, KernelPoint
 from foxhunt.state_loading import load_in_place
@@ -60,10 +58,11 @@ from foxhunt.trainer.graphs import StepGraphs
 from foxhunt.trainer.metrics_row import epoch_metrics_row
 from foxhunt.trainer.progress import RunProgress
 from foxhunt.trainer.recovery import PlateauRecovery
+from foxhunt.trainer.run_data import normalised_features, prepare_data
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
-__all__ = ["Trainer", "resolve_device", "prepare_data", "normalised_features", "PreparedData", "EpochCallback"]
+__all__ = ["Trainer", "resolve_device", "EpochCallback"]
 
 # on_epoch(fold index, epoch, validation metrics of that epoch): called once per epoch of every fold, right
 # after the validation backtest. To end the run, a callback requests a stop on the trainer's ``stop`` object
@@ -84,58 +83,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise FoxhuntError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu or auto")
     return concrete_device(name)
-
-
-@attrs.frozen
-class PreparedData:
-    """Market, raw causal features and the walk-forward folds of one run."""
-
-    market: MarketData
-    features: FeatureMatrix
-    folds: list[Fold]
-
-
-def prepare_data(config: FoxhuntConfig, market: MarketData | None = None, table: FeatureTable | None = None) -> PreparedData:
-    """Market (``market``, else loaded from ``config.data``), its cached causal features and the folds.
-
-    ``table``: the run's feature table (the host's, with its feature plugins' families); None: the one
-    ``config``'s plugins give (:func:`foxhunt.plugin.host.config_feature_table`)."""
-    table = config_feature_table(config) if table is None else table
-    market = load_from_config(config.data) if market is None else market
-    features = compute_features(market, config.features.resolve_set(table), config.features.make_cache(), table)
-    try:
-        folds = make_folds(len(market), config.folds, warmup=features.warmup)
-    except DataError as error:
-        # the warm-up is the inputs' longest window: name the set, and the built-in sets that leave room
-        fits = _sets_that_fit(market, config.folds, table)
-        fitting = ", ".join(f"{name!r} (warm-up {warmup})" for name, warmup in fits)
-        way_out = (f"built-in sets that fit: {fitting} (--set 'features.feature_set=\"NAME\"')" if fitting
-                   else "no built-in set leaves room for these folds")
-        raise DataError(f"{market.source}: {error}. The warm-up comes from feature set "
-                        f"{features.feature_set.name!r} (its longest window); {way_out}") from None
-    return PreparedData(market, features, folds)
-
-
-def _sets_that_fit(market: MarketData, folds: FoldConfig, table: FeatureTable) -> list[tuple[str, int]]:
-    """The core's feature sets whose warm-up leaves room for ``folds`` on ``market``, with their warm-ups (computed,
-    not cached: only a refused run asks)."""
-    fitting = []
-    for name in FEATURE_SETS:
-        try:
-            warmup = compute_features(market, name, None, table).warmup
-        except DataError:  # a set this market cannot compute: book features without a book, or too few bars
-            continue
-        if bars_needed(folds, warmup) <= len(market):
-            fitting.append((name, warmup))
-    return fitting
-
-
-def normalised_features(features: FeatureMatrix, fold: Fold, clip: float | None) -> tuple[np.ndarray, Normalizer]:
-    """Features normalised with statistics of the fold's training bars only; warm-up rows zeroed (never used)."""
-    normalizer = Normalizer.fit(features.values, fold.train_slice, clip=clip)
-    values = np.array(normalizer.apply(features.values), dtype=np.float32)
-    values[: features.warmup] = 0.0
-    return values, normalizer
 
 
 class Trainer:

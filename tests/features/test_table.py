@@ -26,7 +26,7 @@ from foxhunt.features import (
 from foxhunt.config import FoxhuntConfig
 from foxhunt.plugin.host import config_feature_table
 from foxhunt.testing import make_host
-from foxhunt.trainer.trainer import prepare_data
+from foxhunt.trainer.run_data import prepare_data
 
 MARKET = load("synthetic:planted?bars=300&seed=4")
 

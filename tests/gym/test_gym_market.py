@@ -9,7 +9,7 @@ from foxhunt.config import load_config
 from foxhunt.data import load
 from foxhunt.env.tables import PortfolioObs
 from foxhunt.gym import FoxhuntVectorEnv, prepare_market, resolve_config
-from foxhunt.trainer.trainer import normalised_features, prepare_data
+from foxhunt.trainer.run_data import normalised_features, prepare_data
 
 
 def test_first_observations_are_the_trainers_features_then_a_flat_portfolio(source, overrides):

@@ -21,7 +21,7 @@ from trainer_testkit import TINY, invoke, read_summary, train_args
 from foxhunt.checkpoint_backtest import load_policy
 from foxhunt.env.kernel import run_env_step
 from foxhunt.trainer import evaluation
-from foxhunt.trainer.trainer import normalised_features, prepare_data
+from foxhunt.trainer.run_data import normalised_features, prepare_data
 
 _spec = importlib.util.spec_from_file_location(
     "foxhunt_test_fake_dists", Path(__file__).resolve().parents[1] / "fixtures" / "fake_dists.py"
