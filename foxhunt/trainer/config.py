@@ -65,6 +65,13 @@ class TrainConfig:
     ``policy_epochs`` K > 1 the checkpoint is the fold's K best epochs by that
     metric, acting on the mean of their expected action values
     (:mod:`foxhunt.trainer.snapshots`; all of them when the fold has K epochs or fewer).
+
+    With ``burn_in_epochs`` B > 0 the first fold a run trains, the only one
+    that starts from freshly initialised networks, is preceded by B epochs on
+    its training window that are neither validated nor selectable; the fold
+    then starts as every later fold does, from the networks they left, with
+    the optimiser, schedules and replay reset (docs/learner.md, "The first
+    fold on the GPU").
     """
 
     epochs: int = attrs.field(default=4, validator=[_positive, _int64])
@@ -73,6 +80,7 @@ class TrainConfig:
     warmup_env_steps: int = attrs.field(default=2_048, validator=[attrs.validators.ge(0), _int64])
     validation_metric: str = attrs.field(default="sharpe", validator=attrs.validators.in_(VALIDATION_METRICS))
     policy_epochs: int = attrs.field(default=1, validator=_positive)  # the epochs the fold's policy averages
+    burn_in_epochs: int = attrs.field(default=0, validator=[attrs.validators.ge(0), _int64])  # first fold only
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only
     out_dir: str = "runs"

@@ -312,10 +312,12 @@ class Trainer:
             log.debug("window boundary", reset=len(reset))
 
     def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
+        train = self.config.train
         if position.epoch == 0:
+            if train.burn_in_epochs and fold.index == self._folds[0].index:
+                self._burn_in(fold, position, progress)
             self._start_fold(fold)
             position.best, position.snapshots = None, []
-        train = self.config.train
         for epoch in range(position.epoch, train.epochs):
             self._start_window()
             self.isv.write(PROGRESS, epoch / train.epochs)
@@ -365,6 +367,23 @@ class Trainer:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
         return True
+
+    def _burn_in(self, fold: Fold, position: resume.Position, progress: RunProgress) -> None:
+        """``[train] burn_in_epochs``: epochs on the run's first fold before its own, from freshly initialised
+        networks, trained as the fold's epochs are but neither validated nor selectable. The fold boundary that
+        follows keeps the networks and resets the optimiser, schedules and replay, as between folds. No resume
+        checkpoint is written inside them: a run stopped here starts them again."""
+        self._start_fold(fold)
+        epochs = self.config.train.burn_in_epochs
+        for epoch in range(epochs):
+            self._start_window()
+            self.isv.write(PROGRESS, epoch / epochs)
+            stats = self._collect_and_learn(epoch, progress)
+            self._stop_on_fault(fold.index, epoch, position)
+            self._run_kernels(KernelPoint.EPOCH)
+            self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
+            log.info("burn-in epoch done", epoch=epoch, epochs=epochs, updates=stats["updates"],
+                     seconds=round(stats["seconds"], 2))
 
     def _plateau_recovery(self, fold: Fold, epoch: int, score: float, validation: dict[str, float],
                           is_best: bool) -> dict[str, Any] | None:

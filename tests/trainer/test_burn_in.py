@@ -1,0 +1,88 @@
+"""``[train] burn_in_epochs``: epochs on the run's first fold before its own, trained as its epochs are, never
+validated or selected; later folds have none, and a stopped run resumes to the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from structlog.testing import capture_logs
+from trainer_testkit import TINY, TINY_DATA, StopAfter
+
+from foxhunt.config import load_config
+from foxhunt.errors import ConfigError
+from foxhunt.trainer.run_dir import RunDirectory
+from foxhunt.trainer.trainer import Trainer
+
+BURN_IN = "train.burn_in_epochs=2"  # as many as the tiny run's epochs (train.epochs=2)
+
+
+def tiny_config(*extra: str):
+    return load_config(None, [*TINY, f'data.source="{TINY_DATA}"', 'run.device="cpu"', *extra])
+
+
+def network_copy(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {name: value.detach().clone() for name, value in trainer.learner.network.state_dict().items()}
+
+
+def metric_rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_burn_in_epochs_train_as_the_folds_own_epochs_and_the_fold_starts_from_what_they_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The network each fold boundary starts from, recorded before the boundary resets the fold's state.
+    at_fold_starts: list[dict[str, torch.Tensor]] = []
+    start_fold = Trainer._start_fold
+
+    def recording_start_fold(trainer: Trainer, fold) -> None:
+        at_fold_starts.append(network_copy(trainer))
+        start_fold(trainer, fold)
+
+    monkeypatch.setattr(Trainer, "_start_fold", recording_start_fold)
+    # The plain run's network after the first fold's last epoch: what the burn-in's two epochs should also leave.
+    after_first_fold: list[dict[str, torch.Tensor]] = []
+    plain = Trainer(tiny_config("folds.only=0"), RunDirectory(tmp_path / "plain"), show_progress=False,
+                    on_epoch=lambda fold, epoch, _: after_first_fold.append(network_copy(plain)) if epoch == 1 else None)
+    plain.run()
+    initial = at_fold_starts[0]
+    at_fold_starts.clear()
+
+    with capture_logs() as logs:
+        Trainer(tiny_config(BURN_IN), RunDirectory(tmp_path / "burned"), show_progress=False).run()
+    assert len(at_fold_starts) == 3  # the burn-in's start, then each of the two folds'
+    assert all(torch.equal(at_fold_starts[0][name], initial[name]) for name in initial)
+    trained = at_fold_starts[1]
+    assert any(not torch.equal(trained[name], initial[name]) for name in initial)
+    assert all(torch.equal(trained[name], after_first_fold[0][name]) for name in trained)
+    burn_in = [entry for entry in logs if entry["event"] == "burn-in epoch done"]
+    plain_epochs = [(row["epoch"], row["updates"]) for row in metric_rows(tmp_path / "plain")]
+    assert [(entry["epoch"], entry["updates"]) for entry in burn_in] == plain_epochs  # the first fold's only
+
+
+def test_burn_in_epochs_are_neither_validated_nor_reported(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    summary = Trainer(tiny_config(BURN_IN), RunDirectory(run), show_progress=False).run()
+    assert [(row["fold"], row["epoch"]) for row in metric_rows(run)] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [fold["best_epoch"] in (0, 1) for fold in summary["folds"]] == [True, True]
+
+
+def test_a_run_stopped_after_the_burn_in_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    config = tiny_config(BURN_IN)
+    whole = tmp_path / "whole"
+    Trainer(config, RunDirectory(whole), show_progress=False).run()
+    path = tmp_path / "run"
+    assert Trainer(config, RunDirectory(path), stop=StopAfter(path, 1), show_progress=False).run() is None
+    with capture_logs() as logs:
+        Trainer(config, RunDirectory(path, resume=True), show_progress=False).run(resume_from=path)
+    assert not [entry for entry in logs if entry["event"] == "burn-in epoch done"]  # the networks were restored
+    assert (path / "summary.json").read_bytes() == (whole / "summary.json").read_bytes()
+    assert [row["validation"] for row in metric_rows(path)] == [row["validation"] for row in metric_rows(whole)]
+
+
+def test_a_negative_burn_in_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match="train.burn_in_epochs"):
+        tiny_config("train.burn_in_epochs=-1")
