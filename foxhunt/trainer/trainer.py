@@ -372,7 +372,9 @@ class Trainer:
         """``[train] burn_in_epochs``: epochs on the run's first fold before its own, from freshly initialised
         networks, trained as the fold's epochs are but neither validated nor selectable. The fold boundary that
         follows keeps the networks and resets the optimiser, schedules and replay, as between folds. No resume
-        checkpoint is written inside them: a run stopped here starts them again."""
+        checkpoint is written inside them: a stop request is honoured at the fold's first epoch boundary after
+        them, and ``--resume`` of a run killed inside them trains from the start, as for one killed in its
+        first epoch."""
         self._start_fold(fold)
         epochs = self.config.train.burn_in_epochs
         for epoch in range(epochs):
