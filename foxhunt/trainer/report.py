@@ -286,8 +286,9 @@ def _fault_notice(summary: dict[str, Any]) -> list[str]:
     fault = summary.get("fault")
     if not isinstance(fault, dict):
         return []
+    stage = "burn-in epoch" if fault.get("burn_in") else "epoch"  # [train] burn_in_epochs, before the fold's own
     return [f"<p class='bankrupt'><strong>Stopped by a numerical fault</strong> in fold {html_text(fault.get('fold'))}, "
-            f"epoch {html_text(fault.get('epoch'))}: the first NaN or infinity came from {html_text(fault.get('source'))}. "
+            f"{stage} {html_text(fault.get('epoch'))}: the first NaN or infinity came from {html_text(fault.get('source'))}. "
             "The figures below cover only the folds finished before it.</p>"]
 
 

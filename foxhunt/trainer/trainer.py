@@ -381,7 +381,7 @@ class Trainer:
             self._start_window()
             self.isv.write(PROGRESS, epoch / epochs)
             stats = self._collect_and_learn(epoch, progress)
-            self._stop_on_fault(fold.index, epoch, position)
+            self._stop_on_fault(fold.index, epoch, position, burn_in=True)
             self._run_kernels(KernelPoint.EPOCH)
             self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
             log.info("burn-in epoch done", epoch=epoch, epochs=epochs, updates=stats["updates"],
@@ -401,19 +401,21 @@ class Trainer:
             log.info("plateau recovery", epoch=epoch, rewound_to=record["rewound_to"], number=record["number"])
         return record
 
-    def _stop_on_fault(self, fold: int, epoch: int, position: resume.Position) -> None:
-        """A non-finite value this epoch ends the run: the last good checkpoints stay, summary.json names it."""
+    def _stop_on_fault(self, fold: int, epoch: int, position: resume.Position, burn_in: bool = False) -> None:
+        """A non-finite value this epoch ends the run: the last good checkpoints stay, summary.json names it
+        (``burn_in``: the epoch is one of ``[train] burn_in_epochs``, not the fold's own epoch of that number)."""
         source = self.fault_checks.first()
         if source is None:
             return
+        where = f"fold {fold}, {'burn-in ' if burn_in else ''}epoch {epoch}"
         message = (
-            f"training produced a non-finite value (NaN or infinity) in fold {fold}, epoch {epoch}; the first came "
+            f"training produced a non-finite value (NaN or infinity) in {where}; the first came "
             f"from {source}. The run is stopped: the checkpoints of the last good epoch are kept, and summary.json "
             "names the fault. A lower learner.lr, tighter learner.budgets or a fix of that component usually cures it"
         )
-        log.error("numerical fault", source=source, fold=fold, epoch=epoch)
+        log.error("numerical fault", source=source, fold=fold, epoch=epoch, burn_in=burn_in)
         summary = self._summary(position.results)
-        summary["fault"] = {"source": source, "fold": fold, "epoch": epoch, "message": message}
+        summary["fault"] = {"source": source, "fold": fold, "epoch": epoch, "burn_in": burn_in, "message": message}
         self.run_dir.write_json("summary.json", summary)
         raise NumericalFault(message, source, fold, epoch)
 

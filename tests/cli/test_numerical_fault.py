@@ -48,7 +48,7 @@ def test_a_nan_loss_stops_the_run_naming_the_component(run, site: Path, dists, t
     assert "fold 0, epoch 1" in result.stderr and SOURCE in result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["fault"]["source"] == SOURCE
-    assert (summary["fault"]["fold"], summary["fault"]["epoch"]) == (0, 1)
+    assert (summary["fault"]["fold"], summary["fault"]["epoch"], summary["fault"]["burn_in"]) == (0, 1, False)
     assert summary["folds"] == []  # no fold finished before the fault
     assert SOURCE in (out / "report.html").read_text()
     # the last good epoch's checkpoints stay: epoch 0's resume checkpoint and fold 0's best policy
@@ -59,6 +59,21 @@ def test_a_nan_loss_stops_the_run_naming_the_component(run, site: Path, dists, t
     # a stopped-by-fault run is finished: it is never resumed
     again = run("train", "--resume", str(out), "--no-progress")
     assert again.exit_code == 2 and "Traceback" not in again.output
+
+
+def test_a_nan_in_the_burn_in_is_named_as_a_burn_in_epoch(run, site: Path, dists, tmp_path: Path) -> None:
+    # two burn-in epochs before the fold's own: call 16, the fourth update of the second epoch, is in the burn-in
+    dists.write_distribution(site, "foxhunt-nanafter", "0.1.0", {"nanafter": ("nanafter_plugin", NAN_PLUGIN)})
+    out = tmp_path / "run"
+    result = run("train", "--data", TINY_DATA, "--out", str(out), "--no-progress", *set_args(TINY),
+                 "--set", 'plugins.disable=["mse"]', "--set", "learner.budgets.nanafter=0.15",
+                 "--set", "train.burn_in_epochs=2")
+    assert result.exit_code == 2, result.output
+    assert "fold 0, burn-in epoch 1" in result.stderr and SOURCE in result.stderr
+    fault = json.loads((out / "summary.json").read_text())["fault"]
+    assert (fault["fold"], fault["epoch"], fault["burn_in"]) == (0, 1, True)
+    assert "in fold 0, burn-in epoch 1" in (out / "report.html").read_text()
+    assert not (out / "metrics.jsonl").exists() or not (out / "metrics.jsonl").read_text().strip()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
