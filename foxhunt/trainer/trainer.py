@@ -319,13 +319,7 @@ class Trainer:
             self._start_fold(fold)
             position.best, position.snapshots = None, []
         for epoch in range(position.epoch, train.epochs):
-            self._start_window()
-            self.isv.write(PROGRESS, epoch / train.epochs)
-            stats = self._collect_and_learn(epoch, progress)
-            self._stop_on_fault(fold.index, epoch, position)
-            self._run_kernels(KernelPoint.EPOCH)
-            # the encoder's slots, before the monitors read them, and its diagnostics for the metrics row
-            encoder = self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
+            stats, encoder = self._train_epoch(fold, epoch, train.epochs, position, progress)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
             result = self.backtests.agent(self.learner.act_values, self.features,
@@ -378,14 +372,21 @@ class Trainer:
         self._start_fold(fold)
         epochs = self.config.train.burn_in_epochs
         for epoch in range(epochs):
-            self._start_window()
-            self.isv.write(PROGRESS, epoch / epochs)
-            stats = self._collect_and_learn(epoch, progress)
-            self._stop_on_fault(fold.index, epoch, position, burn_in=True)
-            self._run_kernels(KernelPoint.EPOCH)
-            self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
+            stats, _ = self._train_epoch(fold, epoch, epochs, position, progress, burn_in=True)
             log.info("burn-in epoch done", epoch=epoch, epochs=epochs, updates=stats["updates"],
                      seconds=round(stats["seconds"], 2))
+
+    def _train_epoch(self, fold: Fold, epoch: int, epochs: int, position: resume.Position, progress: RunProgress,
+                     burn_in: bool = False) -> tuple[dict[str, float], dict[str, float]]:
+        """The training half of an epoch, the same for a burn-in epoch and the fold's own: a fresh window,
+        collection and updates, the fault check, the ``EPOCH`` kernels, then the encoder's slots (before the
+        monitors read them). Returns the epoch's timings and the encoder's diagnostics for the metrics row."""
+        self._start_window()
+        self.isv.write(PROGRESS, epoch / epochs)
+        stats = self._collect_and_learn(epoch, progress)
+        self._stop_on_fault(fold.index, epoch, position, burn_in=burn_in)
+        self._run_kernels(KernelPoint.EPOCH)
+        return stats, self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)
 
     def _plateau_recovery(self, fold: Fold, epoch: int, score: float, validation: dict[str, float],
                           is_best: bool) -> dict[str, Any] | None:
