@@ -409,9 +409,13 @@ class Trainer:
         if source is None:
             return
         where = f"fold {fold}, {'burn-in ' if burn_in else ''}epoch {epoch}"
+        # an epoch of this run had finished (and written its checkpoints) unless this is its first epoch
+        finished_one = bool(position.results) or position.epoch > 0
+        kept = ("the checkpoints of the last good epoch are kept" if finished_one
+                else "no epoch had finished, so no checkpoint was written")
         message = (
             f"training produced a non-finite value (NaN or infinity) in {where}; the first came "
-            f"from {source}. The run is stopped: the checkpoints of the last good epoch are kept, and summary.json "
+            f"from {source}. The run is stopped: {kept}, and summary.json "
             "names the fault. A lower learner.lr, tighter learner.budgets or a fix of that component usually cures it"
         )
         log.error("numerical fault", source=source, fold=fold, epoch=epoch, burn_in=burn_in)

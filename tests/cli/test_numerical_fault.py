@@ -46,6 +46,7 @@ def test_a_nan_loss_stops_the_run_naming_the_component(run, site: Path, dists, t
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert "fold 0, epoch 1" in result.stderr and SOURCE in result.stderr
+    assert "the checkpoints of the last good epoch are kept" in " ".join(result.stderr.split())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["fault"]["source"] == SOURCE
     assert (summary["fault"]["fold"], summary["fault"]["epoch"], summary["fault"]["burn_in"]) == (0, 1, False)
@@ -70,6 +71,8 @@ def test_a_nan_in_the_burn_in_is_named_as_a_burn_in_epoch(run, site: Path, dists
                  "--set", "train.burn_in_epochs=2")
     assert result.exit_code == 2, result.output
     assert "fold 0, burn-in epoch 1" in result.stderr and SOURCE in result.stderr
+    assert "no epoch had finished, so no checkpoint was written" in " ".join(result.stderr.split())
+    assert not (out / "checkpoints" / "resume").exists()
     fault = json.loads((out / "summary.json").read_text())["fault"]
     assert (fault["fold"], fault["epoch"], fault["burn_in"]) == (0, 1, True)
     assert "in fold 0, burn-in epoch 1" in (out / "report.html").read_text()
