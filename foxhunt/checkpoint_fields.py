@@ -157,16 +157,22 @@ class ResumeRecord:
     config: dict[str, Any]  # the unstructured config the run was trained with
     # [train] policy_epochs > 1: the fold's best epochs so far, best first
     snapshots: list[dict[str, Any]] = attrs.field(factory=list)
+    retries: int = 0  # [train] flat_fold_retries: the retries the fold has started
 
 
 def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: int, epochs: int,
-                       policies: tuple[str, ...]) -> ResumeRecord:
-    """The resume position, checked against the run's ``n_folds`` folds of ``epochs`` epochs and its ``policies``."""
+                       policies: tuple[str, ...], flat_fold_retries: int = 0) -> ResumeRecord:
+    """The resume position, checked against the run's ``n_folds`` folds of ``epochs`` epochs (and of ``epochs``
+    more per flat-fold retry started, at most ``flat_fold_retries``) and its ``policies``."""
     reader = _Reader(metadata, directory)
     position = reader.get("position", dict)
     fold, epoch = reader.count("fold", position, "position."), reader.count("epoch", position, "position.")
     if fold >= n_folds:
         raise reader.fail("position.fold", f"is {fold}, past the run's last fold ({n_folds - 1})")
+    retries = reader.count("retries", position, "position.") if "retries" in position else 0
+    if retries > flat_fold_retries:
+        raise reader.fail("position.retries", f"is {retries}, more than train.flat_fold_retries ({flat_fold_retries})")
+    epochs *= 1 + retries
     # epoch == epochs: every epoch of the fold is done (the checkpoint of its last epoch boundary); its test is next
     if epoch > epochs:
         raise reader.fail("position.epoch", f"is {epoch}, past the run's last epoch ({epochs - 1}) and the fold's end ({epochs})")
@@ -213,7 +219,7 @@ def read_resume_record(metadata: Mapping[str, Any], directory: Path, n_folds: in
         reader.get("score", (int, float), snapshot, prefix)
         reader.metrics("agent", snapshot, prefix)
     return ResumeRecord(reader.data_hash(), fold, epoch, best, list(results), reader.count("metric_lines"), monitors,
-                        config, list(snapshots))
+                        config, list(snapshots), retries)
 
 
 def expect_tensors(tensors: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], tensor_path: Path) -> None:

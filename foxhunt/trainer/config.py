@@ -72,6 +72,13 @@ class TrainConfig:
     then starts as every later fold does, from the networks they left, with
     the optimiser, schedules and replay reset (docs/learner.md, "The first
     fold on the GPU").
+
+    With ``flat_fold_retries`` R > 0 a fold whose last epoch made no trade on
+    its validation window (no fill: the greedy policy stays flat, the collapse
+    of docs/learner.md, "The first fold on the GPU") trains its ``epochs``
+    epochs again, numbered on, from the networks it has, after the fold
+    boundary (optimiser, schedules and replay reset, as between folds); at most
+    R times a fold. Every epoch of the fold stays selectable.
     """
 
     epochs: int = attrs.field(default=4, validator=[_positive, _int64])
@@ -81,10 +88,17 @@ class TrainConfig:
     validation_metric: str = attrs.field(default="sharpe", validator=attrs.validators.in_(VALIDATION_METRICS))
     policy_epochs: int = attrs.field(default=1, validator=_positive)  # the epochs the fold's policy averages
     burn_in_epochs: int = attrs.field(default=0, validator=[attrs.validators.ge(0), _int64])  # first fold only
+    flat_fold_retries: int = attrs.field(default=0, validator=[attrs.validators.ge(0), attrs.validators.le(1_000)])
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only
     out_dir: str = "runs"
     recovery: RecoveryConfig = RecoveryConfig()  # [train.recovery]: plateau recovery, off by default
+
+    @property
+    def most_fold_epochs(self) -> int:
+        """The most epochs a fold can train: ``epochs`` once, and again for every flat-fold retry. TensorBoard and
+        ``foxhunt tune`` number a fold's epochs from ``fold × most_fold_epochs``, so no two epochs share a step."""
+        return self.epochs * (1 + self.flat_fold_retries)
 
     def plan(self, n_envs: int) -> EpochPlan:
         """How an epoch's env steps and updates are laid out over vector steps of ``n_envs`` environments."""

@@ -22,11 +22,12 @@ __all__ = ["fold_result"]
 log = structlog.get_logger(__name__)
 
 
-def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any]) -> dict[str, Any]:
+def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any], retries: int = 0) -> dict[str, Any]:
     """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
     validation figures it was selected by. Baselines are backtested on both windows. A checkpoint that
     averages several epochs ([train] policy_epochs) is backtested on the validation window too: its
-    validation figures are the average's, not its best epoch's. Writes the fold's equity curves."""
+    validation figures are the average's, not its best epoch's. Writes the fold's equity curves.
+    ``retries``: the flat-fold retries the fold trained ([train] flat_fold_retries)."""
     market, backtests, features = trainer.data.market, trainer.backtests, trainer.features
     test_window = (fold.test.start, fold.test.stop)
     saved = resume.saved_policy(trainer, fold)
@@ -57,6 +58,7 @@ def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any]) -> dict[str,
         "fold": fold.index,
         "best_epoch": best["epoch"],
         "policy_epochs": epochs,  # the epochs the fold's policy averages, best first (one without policy_epochs)
+        "flat_fold_retries": retries,
         "train_window": [fold.train.start, fold.train.stop],
         "validation_window": [fold.validation.start, fold.validation.stop],
         "test_window": [fold.test.start, fold.test.stop],

@@ -379,6 +379,20 @@ def _recovery_section(metrics: list[dict[str, Any]]) -> list[str]:
             f"<table class='recovery'><tr>{header}</tr>{rows}</table>"]
 
 
+def _flat_fold_section(metrics: list[dict[str, Any]]) -> list[str]:
+    """``[train] flat_fold_retries``: one row per retry that fired (none when no fold was retried)."""
+    fired = [row for row in metrics if isinstance(row.get("flat_fold_retry"), int)]
+    if not fired:
+        return []
+    rows = "".join(f"<tr><td>{html_number(row.get('fold'))}</td><td>{html_number(row.get('epoch'))}</td>"
+                   f"<td>{html_number(row['flat_fold_retry'])}</td></tr>" for row in fired)
+    return ["<h2 id='flat-fold-retries'>Flat-fold retries</h2>",
+            "<p>Each row: the fold's last epoch so far made no trade on its validation window, so the fold trained its "
+            "epochs again from the networks it had, after a fold boundary; every epoch stayed selectable "
+            "(docs/learner.md, \"Retrying a flat fold\").</p>",
+            f"<table class='recovery'><tr><th>fold</th><th>after epoch</th><th>retry</th></tr>{rows}</table>"]
+
+
 def _sweep_link(run_dir: Path) -> str:
     """For a trial of a sweep: a relative link to the sweep's page, naming the trial's seed and fold; else ''."""
     path = run_dir / SWEEP_TRIAL_FILE
@@ -412,7 +426,7 @@ def build_report(run_dir: Path) -> Path:
         cells = "".join(f"<tr><td>{html_text(name)}</td><td>{html_number(share, '.3f')}</td></tr>"
                         for name, share in sorted(budgets.items()))
         sections.append(f"<h2>Loss components and their gradient budgets</h2><table><tr><th>component</th><th>budget</th></tr>{cells}</table>")
-    sections += _recovery_section(metrics)
+    sections += _recovery_section(metrics) + _flat_fold_section(metrics)
     sections += _training_sections(metrics, read_slot_docs(run_dir))
     title = html_text(f"foxhunt run {run_dir.name}")
     sweep = _sweep_link(run_dir)

@@ -65,14 +65,17 @@ def fold_checkpoint_name(fold: int) -> str:
 
 @attrs.define
 class Position:
-    """Where a run stands: the next fold and epoch to train, the fold's best so far, finished folds, and (with
-    ``[train] policy_epochs`` > 1) the fold's best epochs so far, best first (:mod:`foxhunt.trainer.snapshots`)."""
+    """Where a run stands: the next fold and epoch to train, the fold's best so far, finished folds, (with
+    ``[train] policy_epochs`` > 1) the fold's best epochs so far, best first (:mod:`foxhunt.trainer.snapshots`),
+    and the flat-fold retries the fold has started (``[train] flat_fold_retries``: it trains ``epochs × (1 +
+    retries)`` epochs)."""
 
     fold: int = 0
     epoch: int = 0
     best: dict[str, Any] | None = None
     results: list[dict[str, Any]] = attrs.Factory(list)
     snapshots: list[dict[str, Any]] = attrs.Factory(list)
+    retries: int = 0
 
 
 def _common_metadata(trainer: Trainer) -> dict[str, Any]:
@@ -251,7 +254,8 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
         trainer.run_dir.truncate_metrics(0)
         return Position()
     tensors, metadata = load_checkpoint(directory, trainer.layout)
-    record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs, POLICIES)
+    record = read_resume_record(metadata, directory, len(trainer.data.folds), trainer.config.train.epochs, POLICIES,
+                                trainer.config.train.flat_fold_retries)
     _refuse_changed_config(record.config, trainer.config, directory)
     if record.data_hash != trainer.data.market.content_hash():
         raise CheckpointError(f"{directory}: the data changed since this run stopped (hash differs); resume needs the same data")
@@ -261,7 +265,7 @@ def restore(trainer: Trainer, run_path: Path) -> Position:
             monitor.observations, monitor.fires = record.monitors[monitor.name]
     if trainer.recovery is not None:
         _restore_recovery(trainer, metadata.get("recovery"), directory)
-    position = Position(record.fold, record.epoch, record.best, record.results, record.snapshots)
+    position = Position(record.fold, record.epoch, record.best, record.results, record.snapshots, record.retries)
     try:
         trainer.run_dir.truncate_metrics(record.metric_lines)
     except FoxhuntError as error:  # the checkpoint counts lines metrics.jsonl no longer holds: refuse the pair

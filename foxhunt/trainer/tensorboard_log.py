@@ -5,8 +5,9 @@ right after appending it, at the epoch boundary only; nothing is written from
 the training step. The event files go to ``RUN_DIR/tensorboard/`` (watch a run
 with ``tensorboard --logdir RUN_DIR/tensorboard``, or ``--logdir runs`` for
 every run side by side). Each row is one TensorBoard step, numbered
-``fold × train.epochs + epoch`` as ``foxhunt tune`` numbers its reports, so
-folds follow one another on the x axis. The scalars are the row's numbers by
+``fold × train.most_fold_epochs + epoch`` (``train.epochs`` unless flat-fold
+retries are on) as ``foxhunt tune`` numbers its reports, so folds follow one
+another on the x axis. The scalars are the row's numbers by
 tag: ``validation/<metric>``, ``losses/<component>``,
 ``grad_norms/<component>``, ``grad_norms_clipped/<component>``,
 ``adaptive/<slot>`` (``adaptive/<slot>/<lane>`` for a slot of several lanes)
@@ -78,7 +79,7 @@ class TensorBoardLog:
         self._writer: Any = None
 
     def step(self, row: Mapping[str, Any]) -> int:
-        """The TensorBoard step of a row: ``fold × train.epochs + epoch``."""
+        """The TensorBoard step of a row: ``fold × train.most_fold_epochs + epoch``."""
         return int(row["fold"]) * self.epochs_per_fold + int(row["epoch"])
 
     def add_epoch(self, row: Mapping[str, Any]) -> None:

@@ -185,7 +185,8 @@ class Trainer:
         self.exporter = MetricsExporter(self.run_id)
         self.metrics_server = self.exporter.serve(self.metrics_port) if self.metrics_port is not None else None
         self.tensorboard = (
-            TensorBoardLog(self.run_dir.path / TENSORBOARD_DIR, config.train.epochs) if config.run.tensorboard else None
+            TensorBoardLog(self.run_dir.path / TENSORBOARD_DIR, config.train.most_fold_epochs)
+            if config.run.tensorboard else None
         )
         self.kernel_context = KernelContext(
             self.device, self.backend, self.isv.tensor, self.layout, self._signals(), self.step_counter
@@ -318,7 +319,10 @@ class Trainer:
                 self._burn_in(fold, position, progress)
             self._start_fold(fold)
             position.best, position.snapshots = None, []
-        for epoch in range(position.epoch, train.epochs):
+        while position.epoch < self._fold_epochs(position):
+            epoch = position.epoch
+            if epoch % train.epochs == 0 and epoch > 0:  # a flat-fold retry's first epoch: the fold boundary again
+                self._start_fold(fold)
             stats, encoder = self._train_epoch(fold, epoch, train.epochs, position, progress)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
@@ -338,10 +342,12 @@ class Trainer:
             row = epoch_metrics_row(self, fold.index, epoch, stats, validation, diagnostics, encoder)
             if recovery is not None:
                 row["recovery"] = recovery
+            if self._flat_fold_retry(fold, epoch, validation, position):
+                row["flat_fold_retry"] = position.retries
             self.run_dir.append_metrics(row)
             if self.tensorboard is not None:  # the epoch boundary only, never the step
                 self.tensorboard.add_epoch(row)
-            progress.epoch_done(fold.index, epoch, validation, stats)
+            progress.epoch_done(fold.index, epoch % train.epochs, validation, stats)
             position.epoch = epoch + 1
             # The epoch boundary: the resume checkpoint, then the fold's best policy (never ahead of it: see resume)
             self._save_resume(position)
@@ -350,13 +356,14 @@ class Trainer:
             elif train.policy_epochs == 1 and is_best and not (recovery or {}).get("fired"):  # a recovery saved it before rewinding
                 resume.save_policy(self, fold, epoch, validation)
             self._stop_out_of_band(fold.index, epoch, row, position)
-            if self._stop_requested() and position.epoch < train.epochs:
+            if self._stop_requested() and position.epoch < self._fold_epochs(position):
                 return self._stopped(position)
-        position.results.append(fold_result(self, fold, position.best))
+        position.results.append(fold_result(self, fold, position.best, position.retries))
         if train.policy_epochs > 1:
             snapshots.finish_fold(self, fold)
         progress.fold_done(fold.index, position.results[-1]["test"]["agent"])
         position.fold, position.epoch, position.best, position.snapshots = fold.index + 1, 0, None, []
+        position.retries = 0
         if self._stop_requested() and position.fold <= self._folds[-1].index:
             self._save_resume(position)  # past the fold's test, so a resume starts the next fold
             return self._stopped(position)
@@ -376,14 +383,31 @@ class Trainer:
             log.info("burn-in epoch done", epoch=epoch, epochs=epochs, updates=stats["updates"],
                      seconds=round(stats["seconds"], 2))
 
+    def _fold_epochs(self, position: resume.Position) -> int:
+        """The epochs the fold at ``position`` trains: ``train.epochs``, and as many again per flat-fold retry."""
+        return self.config.train.epochs * (1 + position.retries)
+
+    def _flat_fold_retry(self, fold: Fold, epoch: int, validation: dict[str, float], position: resume.Position) -> bool:
+        """``[train] flat_fold_retries``: after the fold's last epoch so far, a greedy policy that made no trade on
+        validation (no fill) is a collapse; while retries are left, the fold's epochs are planned once more."""
+        last = epoch + 1 == self._fold_epochs(position)
+        if not last or validation["fills"] > 0 or position.retries >= self.config.train.flat_fold_retries:
+            return False
+        position.retries += 1
+        log.warning("flat fold: training its epochs again", fold=fold.index, epoch=epoch, retry=position.retries,
+                    meaning="the last epoch's greedy policy made no trade on validation (docs/learner.md, "
+                    "'Retrying a flat fold')")
+        return True
+
     def _train_epoch(self, fold: Fold, epoch: int, epochs: int, position: resume.Position, progress: RunProgress,
                      burn_in: bool = False) -> tuple[dict[str, float], dict[str, float]]:
         """The training half of an epoch, the same for a burn-in epoch and the fold's own: a fresh window,
         collection and updates, the fault check, the ``EPOCH`` kernels, then the encoder's slots (before the
-        monitors read them). Returns the epoch's timings and the encoder's diagnostics for the metrics row."""
+        monitors read them). Returns the epoch's timings and the encoder's diagnostics for the metrics row.
+        Schedules and the replay's warm-up count ``epoch`` modulo ``epochs``: a flat-fold retry starts them again."""
         self._start_window()
-        self.isv.write(PROGRESS, epoch / epochs)
-        stats = self._collect_and_learn(epoch, progress)
+        self.isv.write(PROGRESS, (epoch % epochs) / epochs)
+        stats = self._collect_and_learn(epoch % epochs, progress)
         self._stop_on_fault(fold.index, epoch, position, burn_in=burn_in)
         self._run_kernels(KernelPoint.EPOCH)
         return stats, self.learner.encoder_epoch(self.data.features.names, self.data.features.groups)

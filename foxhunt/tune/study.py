@@ -323,13 +323,13 @@ def run_trial(spec: StudySpec, trial: optuna.Trial, *, device: str | None = None
         offset = 0
         for index, config in enumerate(configs):
             run_dir = trial_dir if not spec.sources else RunDirectory(path / f"data_{index}")
-            reporter = EpochReporter(trial, spec.metric, config.train.epochs, stop, offset)
+            reporter = EpochReporter(trial, spec.metric, config.train.most_fold_epochs, stop, offset)
             summary = Trainer(config, run_dir, stop=stop, show_progress=False, on_epoch=reporter).run()
             step = reporter.last_step
             if stop.pruned or summary is None:
                 break
             objectives.append(reporter.objective())
-            offset += config.folds.n_folds * config.train.epochs
+            offset += config.folds.n_folds * config.train.most_fold_epochs
     except FoxhuntError as error:
         trial.set_user_attr("error", str(error))
         if trial_dir is not None:
