@@ -195,6 +195,10 @@ CASES: list[tuple[str, Callable[[Path], None], tuple[str, ...], str]] = [
     ("missing-position", sealed(drop_key("position")), (RESUME,), "'position' is missing"),
     ("position-fold-a-string", sealed(set_key("position", "fold", "1")), (RESUME,), "'position.fold' is a str"),
     ("position-past-the-last-fold", sealed(set_key("position", "fold", 7)), (RESUME,), "past the run's last fold"),
+    # a run with train.flat_fold_retries = 0 cannot have started a retry
+    ("position-retries-past-the-config", sealed(set_key("position", "retries", 1)), (RESUME,),
+     "'position.retries' is 1, more than train.flat_fold_retries (0)"),
+    ("position-retries-a-string", sealed(set_key("position", "retries", "0")), (RESUME,), "'position.retries' is a str"),
     ("missing-metric_lines", sealed(drop_key("metric_lines")), (RESUME,), "'metric_lines' is missing"),
     ("env-state-wrong-shape", tensors_edit(lambda t: t.__setitem__("env.state", t["env.state"][:1].contiguous())),
      (RESUME,), "tensor 'env.state'"),
