@@ -95,3 +95,18 @@ def test_a_resumed_run_shows_each_epoch_once(tmp_path: Path, _private_feature_ca
     assert [step for step, _ in events(path)["validation/sharpe"]] == [0, 1]
     assert [value for _, value in events(path)["validation/sharpe"]] == pytest.approx(
         [row["validation"]["sharpe"] for row in rows], rel=1e-6, abs=1e-6)
+
+
+def test_a_retried_folds_epochs_and_the_next_folds_have_steps_of_their_own(tmp_path: Path) -> None:
+    # [train] flat_fold_retries = 1: the tiny run's folds end flat on validation, so each trains 2 + 2 epochs; the
+    # steps count in most_fold_epochs (4), so fold 1 starts at step 4, after fold 0's retried epochs 2 and 3
+    path = tmp_path / "run"
+    config = load_config(None, [*TINY, "run.tensorboard=true", "train.flat_fold_retries=1", f'data.source="{TINY_DATA}"',
+                                'run.device="cpu"'])
+    Trainer(config, RunDirectory(path), show_progress=False).run()
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    assert [(row["fold"], row["epoch"]) for row in rows] == [(fold, epoch) for fold in (0, 1) for epoch in range(4)]
+    found = events(path)["validation/sharpe"]
+    assert [step for step, _ in found] == list(range(8))
+    assert [value for _, value in found] == pytest.approx([row["validation"]["sharpe"] for row in rows], rel=1e-6,
+                                                           abs=1e-6)

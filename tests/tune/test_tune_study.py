@@ -97,6 +97,21 @@ def test_a_study_persists_its_trials_as_runs_and_resumes(tmp_path: Path, testkit
     assert (tmp_path / "study" / "base.toml").read_text(encoding="utf-8") == spec.base_config
 
 
+def test_a_retried_folds_epochs_are_reported_at_steps_of_their_own(tmp_path: Path, testkit: ModuleType) -> None:
+    # [train] flat_fold_retries = 1: a fold may train 2 + 2 epochs, so steps count 4 per fold and never repeat
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE, encoding="utf-8")
+    directory = tmp_path / "study"
+    spec = prepare_study("retries", directory, default_storage(directory), space_path=space,
+                         overrides=[*base_overrides(testkit), "train.flat_fold_retries=1"])
+    trial = run_study(spec, trials=1, seed=7, pruner=NO_PRUNING).trials[0]
+    lines = (Path(trial.user_attrs["run_dir"]) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert any("flat_fold_retry" in row for row in rows)  # the tiny run's first fold ends flat on validation
+    assert sorted(trial.intermediate_values) == sorted(row["fold"] * 4 + row["epoch"] for row in rows)
+    assert len(trial.intermediate_values) == len(rows)
+
+
 def test_a_pruned_trial_closes_its_run_cleanly(tmp_path: Path, testkit: ModuleType) -> None:
     spec = new_spec(tmp_path, testkit)
     # No Sharpe reaches 1e9: the pruner stops the trial at its first report, after fold 0's first epoch.
