@@ -88,6 +88,7 @@ class TrainConfig:
     validation_metric: str = attrs.field(default="sharpe", validator=attrs.validators.in_(VALIDATION_METRICS))
     policy_epochs: int = attrs.field(default=1, validator=_positive)  # the epochs the fold's policy averages
     burn_in_epochs: int = attrs.field(default=0, validator=[attrs.validators.ge(0), _int64])  # first fold only
+    # a fold trains epochs × (1 + flat_fold_retries) epochs at most: bounded so that stays a run one can wait for
     flat_fold_retries: int = attrs.field(default=0, validator=[attrs.validators.ge(0), attrs.validators.le(1_000)])
     exploration: str = attrs.field(default="epsilon", validator=attrs.validators.in_(("epsilon", "boltzmann")))
     temperature: float = attrs.field(default=0.1, validator=_positive)  # Boltzmann exploration only

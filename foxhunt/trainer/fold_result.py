@@ -40,7 +40,8 @@ def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any], retries: int
         # A fold that never trades is silent otherwise: its test figures read 0.00, as a flat market's would.
         log.warning("fold policy made no trade on validation", fold=fold.index, epoch=best["epoch"],
                     meaning="its test window is held flat or nearly; where the market has a signal this is a "
-                    "collapse, most often in the first fold (docs/learner.md, 'The first fold on the GPU')")
+                    "collapse, most often in the first fold (docs/learner.md, 'The first fold on the GPU'); "
+                    "train.flat_fold_retries trains such a fold again (docs/learner.md, 'Retrying a flat fold')")
     test_agent = backtests.agent(saved.act_values, features, test_window, trainer.device)
     test = {"agent": test_agent, **backtests.baselines(features, test_window)}
     validation_baselines = trainer.validation_baselines
