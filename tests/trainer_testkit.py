@@ -84,6 +84,39 @@ def invoke(*args: str) -> Result:
         structlog.reset_defaults()
 
 
+def tiny_trainer_config(*extra: str) -> Any:
+    """The tiny run's config on the CPU, as ``Trainer`` takes it, with ``extra`` overrides."""
+    from foxhunt.config import load_config
+
+    return load_config(None, [*TINY, f'data.source="{TINY_DATA}"', 'run.device="cpu"', *extra])
+
+
+def metric_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Every row of a run's ``metrics.jsonl``."""
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def network_copy(trainer: Any) -> dict[str, Any]:
+    """A copy of the learner's online network, tensor by name."""
+    return {name: value.detach().clone() for name, value in trainer.learner.network.state_dict().items()}
+
+
+def record_fold_starts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Patch ``Trainer._start_fold`` to record the network each fold boundary starts from (before it resets the
+    fold's state); returns the list the copies are appended to."""
+    from foxhunt.trainer.trainer import Trainer
+
+    starts: list[dict[str, Any]] = []
+    start_fold = Trainer._start_fold
+
+    def recording_start_fold(trainer: Trainer, fold: Any) -> None:
+        starts.append(network_copy(trainer))
+        start_fold(trainer, fold)
+
+    monkeypatch.setattr(Trainer, "_start_fold", recording_start_fold)
+    return starts
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
 

@@ -3,15 +3,13 @@ validated or selected; later folds have none, and a stopped run resumes to the u
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 from structlog.testing import capture_logs
-from trainer_testkit import TINY, TINY_DATA, StopAfter
+from trainer_testkit import StopAfter, metric_rows, network_copy, record_fold_starts, tiny_trainer_config
 
-from foxhunt.config import load_config
 from foxhunt.errors import ConfigError
 from foxhunt.trainer.run_dir import RunDirectory
 from foxhunt.trainer.trainer import Trainer
@@ -19,40 +17,21 @@ from foxhunt.trainer.trainer import Trainer
 BURN_IN = "train.burn_in_epochs=2"  # as many as the tiny run's epochs (train.epochs=2)
 
 
-def tiny_config(*extra: str):
-    return load_config(None, [*TINY, f'data.source="{TINY_DATA}"', 'run.device="cpu"', *extra])
-
-
-def network_copy(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {name: value.detach().clone() for name, value in trainer.learner.network.state_dict().items()}
-
-
-def metric_rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-
-
 def test_burn_in_epochs_train_as_the_folds_own_epochs_and_the_fold_starts_from_what_they_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The network each fold boundary starts from, recorded before the boundary resets the fold's state.
-    at_fold_starts: list[dict[str, torch.Tensor]] = []
-    start_fold = Trainer._start_fold
-
-    def recording_start_fold(trainer: Trainer, fold) -> None:
-        at_fold_starts.append(network_copy(trainer))
-        start_fold(trainer, fold)
-
-    monkeypatch.setattr(Trainer, "_start_fold", recording_start_fold)
+    at_fold_starts = record_fold_starts(monkeypatch)
     # The plain run's network after the first fold's last epoch: what the burn-in's two epochs should also leave.
     after_first_fold: list[dict[str, torch.Tensor]] = []
-    plain = Trainer(tiny_config("folds.only=0"), RunDirectory(tmp_path / "plain"), show_progress=False,
+    plain = Trainer(tiny_trainer_config("folds.only=0"), RunDirectory(tmp_path / "plain"), show_progress=False,
                     on_epoch=lambda fold, epoch, _: after_first_fold.append(network_copy(plain)) if epoch == 1 else None)
     plain.run()
     initial = at_fold_starts[0]
     at_fold_starts.clear()
 
     with capture_logs() as logs:
-        Trainer(tiny_config(BURN_IN), RunDirectory(tmp_path / "burned"), show_progress=False).run()
+        Trainer(tiny_trainer_config(BURN_IN), RunDirectory(tmp_path / "burned"), show_progress=False).run()
     assert len(at_fold_starts) == 3  # the burn-in's start, then each of the two folds'
     assert all(torch.equal(at_fold_starts[0][name], initial[name]) for name in initial)
     trained = at_fold_starts[1]
@@ -66,7 +45,7 @@ def test_burn_in_epochs_train_as_the_folds_own_epochs_and_the_fold_starts_from_w
 def test_burn_in_epochs_are_neither_validated_nor_selected(tmp_path: Path) -> None:
     run = tmp_path / "run"
     # three burn-in epochs before the fold's two: a selectable burn-in epoch 2 would show as best_epoch 2
-    summary = Trainer(tiny_config("train.burn_in_epochs=3"), RunDirectory(run), show_progress=False).run()
+    summary = Trainer(tiny_trainer_config("train.burn_in_epochs=3"), RunDirectory(run), show_progress=False).run()
     rows = metric_rows(run)
     assert [(row["fold"], row["epoch"]) for row in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for fold in summary["folds"]:
@@ -75,7 +54,7 @@ def test_burn_in_epochs_are_neither_validated_nor_selected(tmp_path: Path) -> No
 
 
 def test_a_run_stopped_after_the_burn_in_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
-    config = tiny_config(BURN_IN)
+    config = tiny_trainer_config(BURN_IN)
     whole = tmp_path / "whole"
     Trainer(config, RunDirectory(whole), show_progress=False).run()
     path = tmp_path / "run"
@@ -89,4 +68,4 @@ def test_a_run_stopped_after_the_burn_in_resumes_to_the_uninterrupted_result(tmp
 
 def test_a_negative_burn_in_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match="train.burn_in_epochs"):
-        tiny_config("train.burn_in_epochs=-1")
+        tiny_trainer_config("train.burn_in_epochs=-1")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_testkit import TINY, TINY_DATA, StopAfter
+from trainer_testkit import StopAfter, metric_rows, network_copy, record_fold_starts, tiny_trainer_config
 
-from foxhunt.config import load_config
 from foxhunt.errors import ConfigError
 from foxhunt.trainer.report import build_report
 from foxhunt.trainer.run_dir import RunDirectory
@@ -24,25 +23,13 @@ from foxhunt.trainer.trainer import Trainer
 REPRODUCED = ("fold", "epoch", "losses", "grad_norms", "adaptive", "validation", "updates", "actions")
 
 
-def tiny_config(*extra: str):
-    return load_config(None, [*TINY, f'data.source="{TINY_DATA}"', 'run.device="cpu"', *extra])
-
-
-def metric_rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-
-
 def reproduced(row: dict) -> dict:
     return {key: row[key] for key in REPRODUCED if key in row}
 
 
-def network_copy(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {name: value.detach().clone() for name, value in trainer.learner.network.state_dict().items()}
-
-
 def test_the_tiny_runs_folds_are_flat_on_validation(tmp_path: Path) -> None:
     # the premise of the tests below: without retries, every epoch's greedy policy makes no fill on validation
-    Trainer(tiny_config(), RunDirectory(tmp_path / "run"), show_progress=False).run()
+    Trainer(tiny_trainer_config(), RunDirectory(tmp_path / "run"), show_progress=False).run()
     rows = metric_rows(tmp_path / "run")
     assert len(rows) == 4 and all(row["validation"]["fills"] == 0 for row in rows)
     assert "Flat-fold retries" not in build_report(tmp_path / "run").read_text(encoding="utf-8")
@@ -52,8 +39,8 @@ def test_a_flat_fold_trains_its_epochs_again_as_a_burn_in_would_have(tmp_path: P
     # A retry of fold 0 is a fold boundary and the fold's two epochs again, from the networks its epochs left:
     # the burn-in does the same before the fold's own epochs, so the retry's rows are the burn-in run's fold-0
     # rows, and fold 1 (retried too) starts from the same networks in both runs.
-    Trainer(tiny_config("train.flat_fold_retries=1"), RunDirectory(tmp_path / "retried"), show_progress=False).run()
-    Trainer(tiny_config("train.burn_in_epochs=2"), RunDirectory(tmp_path / "burned"), show_progress=False).run()
+    Trainer(tiny_trainer_config("train.flat_fold_retries=1"), RunDirectory(tmp_path / "retried"), show_progress=False).run()
+    Trainer(tiny_trainer_config("train.burn_in_epochs=2"), RunDirectory(tmp_path / "burned"), show_progress=False).run()
     retried, burned = metric_rows(tmp_path / "retried"), metric_rows(tmp_path / "burned")
     assert [(row["fold"], row["epoch"]) for row in retried] == [(0, e) for e in range(4)] + [(1, e) for e in range(4)]
     assert [row.get("flat_fold_retry") for row in retried] == [None, 1, None, None] * 2
@@ -78,7 +65,7 @@ def planned_retries(rows: list[dict], epochs: int, most: int) -> list[int | None
 
 def test_retries_follow_the_rule_stop_at_the_configured_number_and_every_epoch_is_selectable(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    summary = Trainer(tiny_config("train.flat_fold_retries=2"), RunDirectory(run), show_progress=False).run()
+    summary = Trainer(tiny_trainer_config("train.flat_fold_retries=2"), RunDirectory(run), show_progress=False).run()
     rows = metric_rows(run)
     for fold in (0, 1):
         fold_rows = [row for row in rows if row["fold"] == fold]
@@ -106,14 +93,14 @@ def test_a_fold_that_trades_is_not_retried_and_the_run_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = tmp_path / "plain"
-    Trainer(tiny_config(), RunDirectory(plain), show_progress=False).run()
+    Trainer(tiny_trainer_config(), RunDirectory(plain), show_progress=False).run()
     # The same run with retries on, where every epoch's validation is read as having traded: no retry fires.
     decide = Trainer._flat_fold_retry
     monkeypatch.setattr(Trainer, "_flat_fold_retry",
                         lambda trainer, fold, epoch, validation, position:
                         decide(trainer, fold, epoch, {**validation, "fills": 1.0}, position))
     on = tmp_path / "on"
-    Trainer(tiny_config("train.flat_fold_retries=3"), RunDirectory(on), show_progress=False).run()
+    Trainer(tiny_trainer_config("train.flat_fold_retries=3"), RunDirectory(on), show_progress=False).run()
     assert [reproduced(row) for row in metric_rows(on)] == [reproduced(row) for row in metric_rows(plain)]
     plain_summary = json.loads((plain / "summary.json").read_text(encoding="utf-8"))
     on_summary = json.loads((on / "summary.json").read_text(encoding="utf-8"))
@@ -123,16 +110,9 @@ def test_a_fold_that_trades_is_not_retried_and_the_run_is_unchanged(
 def test_the_retry_starts_from_the_networks_the_folds_last_epoch_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    at_fold_starts: list[dict[str, torch.Tensor]] = []
+    at_fold_starts = record_fold_starts(monkeypatch)
     after_epochs: list[dict[str, torch.Tensor]] = []
-    start_fold = Trainer._start_fold
-
-    def recording_start_fold(trainer: Trainer, fold) -> None:
-        at_fold_starts.append(network_copy(trainer))
-        start_fold(trainer, fold)
-
-    monkeypatch.setattr(Trainer, "_start_fold", recording_start_fold)
-    trainer = Trainer(tiny_config("train.flat_fold_retries=1", "folds.only=0"), RunDirectory(tmp_path / "run"),
+    trainer = Trainer(tiny_trainer_config("train.flat_fold_retries=1", "folds.only=0"), RunDirectory(tmp_path / "run"),
                       show_progress=False, on_epoch=lambda fold, epoch, _: after_epochs.append(network_copy(trainer)))
     trainer.run()
     assert len(at_fold_starts) == 2 and len(after_epochs) == 4  # the fold's start and its retry's; 2 + 2 epochs
@@ -143,7 +123,7 @@ def test_the_retry_starts_from_the_networks_the_folds_last_epoch_left(
 
 @pytest.mark.parametrize("stop_after", [2, 3])  # at the retry's decision, and inside the retry
 def test_a_run_stopped_around_a_retry_resumes_to_the_uninterrupted_result(tmp_path: Path, stop_after: int) -> None:
-    config = tiny_config("train.flat_fold_retries=1")
+    config = tiny_trainer_config("train.flat_fold_retries=1")
     whole = tmp_path / "whole"
     Trainer(config, RunDirectory(whole), show_progress=False).run()
     path = tmp_path / "run"
@@ -156,9 +136,9 @@ def test_a_run_stopped_around_a_retry_resumes_to_the_uninterrupted_result(tmp_pa
 @pytest.mark.parametrize("value", ["-1", "1001"])
 def test_a_retry_count_out_of_range_is_refused_naming_the_key(value: str) -> None:
     with pytest.raises(ConfigError, match="train.flat_fold_retries"):
-        tiny_config(f"train.flat_fold_retries={value}")
+        tiny_trainer_config(f"train.flat_fold_retries={value}")
 
 
 def test_most_fold_epochs_counts_every_retry() -> None:
-    assert tiny_config().train.most_fold_epochs == 2
-    assert tiny_config("train.flat_fold_retries=3").train.most_fold_epochs == 8
+    assert tiny_trainer_config().train.most_fold_epochs == 2
+    assert tiny_trainer_config("train.flat_fold_retries=3").train.most_fold_epochs == 8
