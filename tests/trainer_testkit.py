@@ -102,18 +102,18 @@ def network_copy(trainer: Any) -> dict[str, Any]:
 
 
 def record_fold_starts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Patch ``Trainer._start_fold`` to record the network each fold boundary starts from (before it resets the
+    """Patch ``Trainer._fold_boundary`` to record the network each fold boundary starts from (before it resets the
     fold's state); returns the list the copies are appended to."""
     from foxhunt.trainer.trainer import Trainer
 
     starts: list[dict[str, Any]] = []
-    start_fold = Trainer._start_fold
+    fold_boundary = Trainer._fold_boundary
 
-    def recording_start_fold(trainer: Trainer, fold: Any) -> None:
+    def recording_fold_boundary(trainer: Trainer) -> None:
         starts.append(network_copy(trainer))
-        start_fold(trainer, fold)
+        fold_boundary(trainer)
 
-    monkeypatch.setattr(Trainer, "_start_fold", recording_start_fold)
+    monkeypatch.setattr(Trainer, "_fold_boundary", recording_fold_boundary)
     return starts
 
 

@@ -95,11 +95,15 @@ class TrainConfig:
     out_dir: str = "runs"
     recovery: RecoveryConfig = RecoveryConfig()  # [train.recovery]: plateau recovery, off by default
 
+    def fold_epochs(self, retries: int) -> int:
+        """The epochs a fold trains after ``retries`` flat-fold retries: ``epochs`` once, and again per retry."""
+        return self.epochs * (1 + retries)
+
     @property
     def most_fold_epochs(self) -> int:
-        """The most epochs a fold can train: ``epochs`` once, and again for every flat-fold retry. TensorBoard and
-        ``foxhunt tune`` number a fold's epochs from ``fold × most_fold_epochs``, so no two epochs share a step."""
-        return self.epochs * (1 + self.flat_fold_retries)
+        """The most epochs a fold can train (every flat-fold retry used). TensorBoard and ``foxhunt tune`` number a
+        fold's epochs from ``fold × most_fold_epochs``, so no two epochs share a step."""
+        return self.fold_epochs(self.flat_fold_retries)
 
     def plan(self, n_envs: int) -> EpochPlan:
         """How an epoch's env steps and updates are laid out over vector steps of ``n_envs`` environments."""

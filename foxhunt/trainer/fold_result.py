@@ -22,7 +22,7 @@ __all__ = ["fold_result"]
 log = structlog.get_logger(__name__)
 
 
-def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any], retries: int = 0) -> dict[str, Any]:
+def fold_result(trainer: Trainer, fold: Fold, best: dict[str, Any], retries: int) -> dict[str, Any]:
     """The fold's figures: its selected checkpoint backtested once on the test window (reported), beside the
     validation figures it was selected by. Baselines are backtested on both windows. A checkpoint that
     averages several epochs ([train] policy_epochs) is backtested on the validation window too: its

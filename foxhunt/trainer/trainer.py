@@ -295,9 +295,14 @@ class Trainer:
         self.validation_baselines = self.backtests.baselines(features, (fold.validation.start, fold.validation.stop))
 
     def _start_fold(self, fold: Fold) -> None:
-        """Fold boundary: new data, every fold-reset and soft-reset entry reset, fold kernels run."""
-        self.graphs.reset()  # captured against the last fold's buffers and warm-up: capture afresh
+        """Fold boundary on new data: the fold's data (:meth:`enter_fold`), then :meth:`_fold_boundary`."""
         self.enter_fold(fold)
+        self._fold_boundary()
+
+    def _fold_boundary(self) -> None:
+        """Every fold-reset and soft-reset entry reset, fold kernels run; the networks are kept. Also run on the
+        same fold's data again after a burn-in and at a flat-fold retry, which need no new data."""
+        self.graphs.reset()  # captured against the last fold's buffers and warm-up: capture afresh
         reset = self.registries.state.fold_boundary()
         log.info("fold boundary", reset=len(reset))
         if self.recovery is not None:
@@ -315,14 +320,15 @@ class Trainer:
     def _train_fold(self, fold: Fold, position: resume.Position, progress: RunProgress) -> bool:
         train = self.config.train
         if position.epoch == 0:
+            self._start_fold(fold)
             if train.burn_in_epochs and fold.index == self._folds[0].index:
                 self._burn_in(fold, position, progress)
-            self._start_fold(fold)
+                self._fold_boundary()
             position.best, position.snapshots = None, []
         while position.epoch < self._fold_epochs(position):
             epoch = position.epoch
             if epoch % train.epochs == 0 and epoch > 0:  # a flat-fold retry's first epoch: the fold boundary again
-                self._start_fold(fold)
+                self._fold_boundary()
             stats, encoder = self._train_epoch(fold, epoch, train.epochs, position, progress)
             diagnostics = self._observe(fold.index, epoch)
             validation_started = time.perf_counter()
@@ -371,12 +377,11 @@ class Trainer:
 
     def _burn_in(self, fold: Fold, position: resume.Position, progress: RunProgress) -> None:
         """``[train] burn_in_epochs``: epochs on the run's first fold before its own, from freshly initialised
-        networks, trained as the fold's epochs are but neither validated nor selectable. The fold boundary that
-        follows keeps the networks and resets the optimiser, schedules and replay, as between folds. No resume
+        networks, trained as the fold's epochs are but neither validated nor selectable. The fold boundary the
+        caller runs after them keeps the networks and resets the optimiser, schedules and replay. No resume
         checkpoint is written inside them: a stop request is honoured at the fold's first epoch boundary after
         them, and ``--resume`` of a run killed inside them trains from the start, as for one killed in its
         first epoch."""
-        self._start_fold(fold)
         epochs = self.config.train.burn_in_epochs
         for epoch in range(epochs):
             stats, _ = self._train_epoch(fold, epoch, epochs, position, progress, burn_in=True)
@@ -385,7 +390,7 @@ class Trainer:
 
     def _fold_epochs(self, position: resume.Position) -> int:
         """The epochs the fold at ``position`` trains: ``train.epochs``, and as many again per flat-fold retry."""
-        return self.config.train.epochs * (1 + position.retries)
+        return self.config.train.fold_epochs(position.retries)
 
     def _flat_fold_retry(self, fold: Fold, epoch: int, validation: dict[str, float], position: resume.Position) -> bool:
         """``[train] flat_fold_retries``: after the fold's last epoch so far, a greedy policy that made no trade on

@@ -30,8 +30,12 @@ def test_burn_in_epochs_train_as_the_folds_own_epochs_and_the_fold_starts_from_w
     initial = at_fold_starts[0]
     at_fold_starts.clear()
 
+    entered: list[int] = []  # each fold's data is prepared once: the burn-in's boundary reuses the first fold's
+    enter_fold = Trainer.enter_fold
+    monkeypatch.setattr(Trainer, "enter_fold", lambda trainer, fold: (entered.append(fold.index), enter_fold(trainer, fold)))
     with capture_logs() as logs:
         Trainer(tiny_trainer_config(BURN_IN), RunDirectory(tmp_path / "burned"), show_progress=False).run()
+    assert entered == [0, 1]
     assert len(at_fold_starts) == 3  # the burn-in's start, then each of the two folds'
     assert all(torch.equal(at_fold_starts[0][name], initial[name]) for name in initial)
     trained = at_fold_starts[1]

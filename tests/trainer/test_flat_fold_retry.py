@@ -112,10 +112,14 @@ def test_the_retry_starts_from_the_networks_the_folds_last_epoch_left(
 ) -> None:
     at_fold_starts = record_fold_starts(monkeypatch)
     after_epochs: list[dict[str, torch.Tensor]] = []
+    entered: list[int] = []  # the fold's data is prepared once: the retry reuses it
+    enter_fold = Trainer.enter_fold
+    monkeypatch.setattr(Trainer, "enter_fold", lambda trainer, fold: (entered.append(fold.index), enter_fold(trainer, fold)))
     trainer = Trainer(tiny_trainer_config("train.flat_fold_retries=1", "folds.only=0"), RunDirectory(tmp_path / "run"),
                       show_progress=False, on_epoch=lambda fold, epoch, _: after_epochs.append(network_copy(trainer)))
     trainer.run()
     assert len(at_fold_starts) == 2 and len(after_epochs) == 4  # the fold's start and its retry's; 2 + 2 epochs
+    assert entered == [0]
     retry_start, last_epoch = at_fold_starts[1], after_epochs[1]
     assert all(torch.equal(retry_start[name], last_epoch[name]) for name in last_epoch)
     assert any(not torch.equal(retry_start[name], at_fold_starts[0][name]) for name in retry_start)
