@@ -26,7 +26,9 @@ every seed: on a signal market, a collapse to no trade or to a position never cl
 synthetic market is drawn fresh per seed (market seed = run seed), so the spread
 covers both the agent's and the market's randomness; the bundled data is fixed.
 ``--json`` keeps every run's overall figures and, per fold, every epoch's validation Sharpe, the selected
-policy's, and its test figures and equity curve (``benchmarks/validation_gate.py`` reads them). The file is
+policy's, the flat-fold retries it trained (``[train] flat_fold_retries``; each finished run's progress line names
+the folds a retry trained again), and its test figures and equity curve (``benchmarks/validation_gate.py`` reads
+them). The file is
 rewritten after every finished run, so a benchmark stopped part way (Ctrl-C, a time limit) keeps the runs it
 finished; its ``planned_runs`` against the length of ``runs`` tells whether it is complete.
 """
@@ -219,6 +221,7 @@ def fold_records(run_path: Path, summary: dict[str, Any]) -> list[dict[str, Any]
             "validation_bars": int(fold["validation_window"][1]) - int(fold["validation_window"][0]),
             "validation_sharpes": epochs.get(index, []),
             "selected_validation_sharpe": float(fold["validation"]["agent"]["sharpe"]),
+            "flat_fold_retries": int(fold["flat_fold_retries"]),  # [train] flat_fold_retries: the retries it trained
             "test": {"sharpe": float(test["sharpe"]), "fills": int(test["fills"]), "round_trips": int(test["round_trips"]),
                      "turnover": float(test["turnover"])},
             "test_equity": test_equity,
@@ -336,8 +339,11 @@ def _report(variant: str | None, run: dict[str, Any], done: int, total: int) -> 
     ratio = (f"  agent/oracle {run['agent']['sharpe'] / oracle['sharpe']:+.2f}"
              if oracle.get("sharpe", 0.0) > 0 else "")
     label = f"{variant} " if variant else ""
+    retried = [fold["fold"] for fold in run["folds"] if fold["flat_fold_retries"]]
+    retries = f", flat-fold retries in fold {', '.join(map(str, retried))}" if retried else ""
     print(f"# [{done}/{total}] {label}{run['dataset']} seed {run['seed']}: Sharpe {run['agent']['sharpe']:+.2f}"
-          f"{ratio}, {run['agent']['round_trips']} round trips, {run['wall_s']:.0f} s", file=sys.stderr, flush=True)
+          f"{ratio}, {run['agent']['round_trips']} round trips{retries}, {run['wall_s']:.0f} s", file=sys.stderr,
+          flush=True)
 
 
 def machine() -> str:

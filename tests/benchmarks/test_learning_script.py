@@ -17,7 +17,8 @@ def fake_run(name: str, seed: int, device: str, overrides: list[str], threads: i
     """A run record shaped as ``run_once`` returns it, without training: the writer is under test, not learning."""
     return {"dataset": name, "seed": seed, "agent": {"sharpe": 0.1 * seed, "round_trips": seed, "turnover": 1.0},
             "buy_and_hold": {"sharpe": 0.0}, "oracle": {"sharpe": 1.0}, "wall_s": 0.0, "overrides": overrides,
-            "folds": [{"fold": index, "test": {"round_trips": seed + index + 1}} for index in range(3)]}
+            "folds": [{"fold": index, "test": {"round_trips": seed + index + 1},
+                       "flat_fold_retries": int(index == 1 and seed % 2 == 1)} for index in range(3)]}
 
 
 def run_main(module, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
@@ -66,6 +67,17 @@ def test_a_finished_ablation_lists_every_run_with_its_variant_in_command_order(
         assert run["overrides"] == ["train.epochs=2", *learning.ABLATIONS["recovery"][run["variant"]]]
     printed = capsys.readouterr().out
     assert all(f"| {variant} | meanrev | 2 |" in printed for variant in variants)
+
+
+def test_each_finished_run_names_the_folds_a_flat_fold_retry_trained_again(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    learning = load_script("learning")
+    monkeypatch.setattr(learning, "run_once", fake_run)
+    run_main(learning, monkeypatch, ["--datasets", "meanrev", "--seeds", "2", "--first-seed", "4"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("# [")]
+    assert len(lines) == 2
+    assert "meanrev seed 4:" in lines[0] and "flat-fold retries" not in lines[0]
+    assert "meanrev seed 5:" in lines[1] and "5 round trips, flat-fold retries in fold 1," in lines[1]
 
 
 def test_the_table_counts_test_folds_without_a_round_trip_over_every_seed() -> None:

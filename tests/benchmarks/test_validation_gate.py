@@ -43,6 +43,7 @@ def test_fold_records_chain_back_to_the_runs_reported_figures(quick_run: dict) -
         assert len(fold["test_equity"]) == stop - start
         assert len(fold["validation_sharpes"]) == 1  # the quick run's one epoch
         assert fold["selected_validation_sharpe"] == pytest.approx(fold["validation_sharpes"][0])
+        assert fold["flat_fold_retries"] == 0  # train.flat_fold_retries is off: one epoch, never trained again
         assert fold["validation_bars"] == FoldConfig().validation_bars  # the quick run keeps the default
     chained = combine([np.asarray(fold["test_equity"]) for fold in folds], [fold["test"]["fills"] for fold in folds],
                       [fold["test"]["round_trips"] for fold in folds], [fold["test"]["turnover"] for fold in folds],
