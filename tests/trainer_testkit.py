@@ -128,3 +128,18 @@ def foxhunt_process(args: Sequence[str], log_dir: Path, env: dict[str, str]) -> 
         [sys.executable, "-c", "from foxhunt.cli.main import main; main()", "--json-logs", *args],
         stdout=open(log_dir / "stdout.txt", "wb"), stderr=open(log_dir / "stderr.txt", "wb"), env=env,
     )
+
+
+def record_entered_folds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch ``Trainer.enter_fold`` to record the index of each fold whose data it prepares; returns that list."""
+    from foxhunt.trainer.trainer import Trainer
+
+    entered: list[int] = []
+    enter_fold = Trainer.enter_fold
+
+    def recording_enter_fold(trainer: Trainer, fold: Any) -> None:
+        entered.append(fold.index)
+        enter_fold(trainer, fold)
+
+    monkeypatch.setattr(Trainer, "enter_fold", recording_enter_fold)
+    return entered

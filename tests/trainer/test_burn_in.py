@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 from structlog.testing import capture_logs
-from trainer_testkit import StopAfter, metric_rows, network_copy, record_fold_starts, tiny_trainer_config
+from trainer_testkit import (StopAfter, metric_rows, network_copy, record_entered_folds, record_fold_starts,
+                             tiny_trainer_config)
 
 from foxhunt.errors import ConfigError
 from foxhunt.trainer.run_dir import RunDirectory
@@ -30,9 +31,7 @@ def test_burn_in_epochs_train_as_the_folds_own_epochs_and_the_fold_starts_from_w
     initial = at_fold_starts[0]
     at_fold_starts.clear()
 
-    entered: list[int] = []  # each fold's data is prepared once: the burn-in's boundary reuses the first fold's
-    enter_fold = Trainer.enter_fold
-    monkeypatch.setattr(Trainer, "enter_fold", lambda trainer, fold: (entered.append(fold.index), enter_fold(trainer, fold)))
+    entered = record_entered_folds(monkeypatch)  # each fold's data is prepared once: the burn-in's boundary reuses the first fold's
     with capture_logs() as logs:
         Trainer(tiny_trainer_config(BURN_IN), RunDirectory(tmp_path / "burned"), show_progress=False).run()
     assert entered == [0, 1]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_testkit import StopAfter, metric_rows, network_copy, record_fold_starts, tiny_trainer_config
+from trainer_testkit import (StopAfter, metric_rows, network_copy, record_entered_folds, record_fold_starts,
+                             tiny_trainer_config)
 
 from foxhunt.errors import ConfigError
 from foxhunt.trainer.report import build_report
@@ -112,9 +113,7 @@ def test_the_retry_starts_from_the_networks_the_folds_last_epoch_left(
 ) -> None:
     at_fold_starts = record_fold_starts(monkeypatch)
     after_epochs: list[dict[str, torch.Tensor]] = []
-    entered: list[int] = []  # the fold's data is prepared once: the retry reuses it
-    enter_fold = Trainer.enter_fold
-    monkeypatch.setattr(Trainer, "enter_fold", lambda trainer, fold: (entered.append(fold.index), enter_fold(trainer, fold)))
+    entered = record_entered_folds(monkeypatch)  # the fold's data is prepared once: the retry reuses it
     trainer = Trainer(tiny_trainer_config("train.flat_fold_retries=1", "folds.only=0"), RunDirectory(tmp_path / "run"),
                       show_progress=False, on_epoch=lambda fold, epoch, _: after_epochs.append(network_copy(trainer)))
     trainer.run()
